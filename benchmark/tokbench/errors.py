@@ -1,0 +1,45 @@
+"""Exception types, split by who can fix the problem.
+
+``UsageError`` and its subclasses are caused by the user (a bad name, parameter
+or file). The CLI prints them as one line on stderr and exits with code 2.
+Anything else is a bug and may raise with a traceback.
+"""
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class TokbenchError(Exception):
+    """Base class of every error tokbench raises on purpose."""
+
+
+class UsageError(TokbenchError):
+    """A mistake in what the user asked for; reported in one line, exit code 2."""
+
+
+class ParamError(UsageError):
+    """A parameter that is unknown, of the wrong type or out of range."""
+
+
+class UnknownNameError(UsageError):
+    """A task, model, suite or format name that is not registered."""
+
+
+class PluginConflictError(UsageError):
+    """Installed plugins contradict each other or the hook specification."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """Return ``" (did you mean 'x'?)"`` for the closest choices, or ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
+def unknown_name(kind: str, name: str, choices: Iterable[str]) -> UnknownNameError:
+    """Build the standard error for an unregistered ``kind`` called ``name``."""
+    choices = sorted(choices)
+    allowed = ", ".join(choices) if choices else "none registered"
+    return UnknownNameError(f"unknown {kind} {name!r}{did_you_mean(name, choices)}; allowed: {allowed}")

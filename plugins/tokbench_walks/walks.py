@@ -1,0 +1,92 @@
+"""Walks on a circle of K nodes, generated in one vectorised pass."""
+from __future__ import annotations
+
+import torch
+
+from tokbench.model import TokenModel
+from tokbench.task import Split, Task
+
+
+def sample_walks(n: int, length: int, K: int, p: float, generator: torch.Generator) -> torch.Tensor:
+    """(n, length) int64 walks: uniform start, then +1 mod K w.p. p, else -1 mod K."""
+    start = torch.randint(0, K, (n, 1), generator=generator)
+    up = torch.rand(n, length - 1, generator=generator) < p
+    steps = torch.where(up, 1, -1)
+    return torch.cat([start, start + steps.cumsum(1)], dim=1).remainder(K)
+
+
+def transition_matrix(K: int, p: float) -> torch.Tensor:
+    """Pi with Pi[i, j] = P(next = j | current = i), float64."""
+    pi = torch.zeros(K, K, dtype=torch.float64)
+    nodes = torch.arange(K)
+    pi[nodes, (nodes + 1) % K] += p
+    pi[nodes, (nodes - 1) % K] += 1 - p
+    return pi
+
+
+def matrix_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
+    """<A, B> / (||A||_F ||B||_F); 0 when either matrix is zero."""
+    a, b = a.double(), b.double()
+    denominator = torch.linalg.norm(a) * torch.linalg.norm(b)
+    return 0.0 if denominator == 0 else float((a * b).sum() / denominator)
+
+
+class RandomWalk(Task):
+    """Inputs s_1..s_{N-1}, label s_N; the parent position is the last input."""
+
+    @property
+    def p(self) -> float:
+        return self.params["p"]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.params["K"]
+
+    @property
+    def context_length(self) -> int:
+        return self.params["context_length"]
+
+    def generate(self, n: int, generator: torch.Generator) -> Split:
+        walks = sample_walks(n, self.context_length + 1, self.vocab_size, self.p, generator)
+        parent = torch.zeros(n, self.context_length, dtype=torch.bool)
+        parent[:, -1] = True
+        return Split(walks[:, :-1].contiguous(), walks[:, -1].contiguous(), {"parent_attention": parent})
+
+    def bayes_accuracy(self) -> float:
+        return max(self.p, 1 - self.p)
+
+    def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
+        # argmax of Pi^T x_{N-1}, ties to the smaller node index.
+        parent, K = tokens[:, -1], self.vocab_size
+        up, down = (parent + 1) % K, (parent - 1) % K
+        if self.p > 0.5:
+            return up
+        if self.p < 0.5:
+            return down
+        return torch.minimum(up, down)
+
+    def model_metrics(self, model: TokenModel, split: Split) -> dict[str, float]:
+        value = model.value_matrix()
+        if value is None or value.shape != (self.vocab_size, self.vocab_size):
+            return {}
+        pi = transition_matrix(self.vocab_size, self.p)
+        return {"value_transition_correlation": matrix_correlation(value.detach().cpu(), pi.T)}
+
+    def describe(self) -> str:
+        K, T = self.vocab_size, self.context_length
+        return (
+            f"{self.spec.name} v{self.spec.version}: K={K} nodes, {T} inputs (N={T + 1}), p={self.p}; "
+            f"Bayes-optimal accuracy {self.bayes_accuracy():.4f}"
+        )
+
+
+class DeterministicWalk(RandomWalk):
+    """The p = 1 walk over ``laps`` full laps of the circle."""
+
+    @property
+    def p(self) -> float:
+        return 1.0
+
+    @property
+    def context_length(self) -> int:
+        return self.params["laps"] * self.params["K"]

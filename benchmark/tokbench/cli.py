@@ -1,0 +1,60 @@
+"""The ``tokbench`` command line: parse, dispatch to a command module, report errors.
+
+Each module in ``tokbench.commands`` adds its subcommands through
+``register(subparsers)``; a new module is picked up without editing this file. Command modules import torch and Lightning inside
+their handlers only, so ``--help``, ``ls`` and ``plugins`` stay fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from tokbench import __version__, commands
+from tokbench.errors import UsageError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="tokbench",
+        description="Benchmark attention models on token-selection tasks (random walks, deterministic walks, "
+        "SCC automata and whatever plugins add).",
+        epilog="Plugins: TOKBENCH_PLUGINS=a,b loads only the named plugins; TOKBENCH_DISABLE_PLUGINS=a,b skips them.",
+    )
+    parser.add_argument("--version", action="version", version=f"tokbench {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        importlib.import_module(f"tokbench.commands.{info.name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.handler(args) or 0)
+    except UsageError as exc:
+        print(f"tokbench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("tokbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The single attention layer of [B]: f(X) = X^T softmax(X W x_T), only W trained.
+
+Shapes: n samples, T tokens (the last is the query x_T), K tokens, d dimensions.
+The embedding E (K, d) is fixed, so every score x_t^T W x_T is an entry of the
+(K, K) matrix S = E W E^T: a forward pass is one (K, K) product and a gather.
+The value map is the identity, so the probability of token k is the attention
+mass on the positions holding k; the logits are log(P + eps).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tokbench.errors import ParamError
+from tokbench.model import ModelOutput, TokenModel
+from tokbench.task import Task
+
+
+def embeddings(K: int, d: int, kind: str) -> torch.Tensor:
+    """(K, d) float64 rows: Gaussian rows scaled to unit norm, or orthonormal rows (K <= d)."""
+    if kind == "orthonormal":
+        if K > d:
+            raise ParamError(f"embeddings=orthonormal needs K <= d, got K={K}, d={d}; raise d or use embeddings=random")
+        q, _ = torch.linalg.qr(torch.randn(d, d, dtype=torch.float64))
+        return q[:K].contiguous()
+    return F.normalize(torch.randn(K, d, dtype=torch.float64), dim=1)
+
+
+class PaperBLayer(TokenModel):
+    """Attention of the query over its own sequence, identity values, loss -log(P(y) + eps)."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        d = params["d"]
+        self.eps = params["eps"]
+        self.register_buffer("E", embeddings(self.vocab_size, d, params["embeddings"]))
+        self.W = nn.Parameter(torch.zeros(d, d, dtype=torch.float64))
+        if params["init"] == "uniform":  # nn.Linear's default, as in [B]'s code
+            bound = 1.0 / math.sqrt(d)
+            nn.init.uniform_(self.W, -bound, bound)
+
+    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+        scores = self.E @ self.W @ self.E.T  # (K, K): S[i, k] = x_i^T W x_k
+        attention = torch.softmax(scores[tokens, tokens[:, -1:]], dim=1)  # (n, T)
+        probability = torch.zeros(len(tokens), self.vocab_size, dtype=attention.dtype, device=tokens.device)
+        probability.scatter_add_(1, tokens, attention)  # P(k) = attention on the positions holding k
+        return ModelOutput(torch.log(probability + self.eps), attention)
+
+    def loss(self, output: ModelOutput, labels: torch.Tensor) -> torch.Tensor:
+        return F.nll_loss(output.logits, labels)  # mean of -log(P(y) + eps)
+
+    def key_query(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.W, self.E

@@ -1,0 +1,306 @@
+"""The conformance kit: the checks every task and model plugin must pass.
+
+Subclass a conformance class in a test file and name what to check::
+
+    # tests/test_conformance.py of a plugin
+    from tokbench.testing import TaskConformance
+
+    class TestMyTask(TaskConformance):
+        tasks = ["my-task"]          # models = [...] limits the partners (default: every registered model)
+
+:class:`TaskConformance` checks each selected task, and trains it for one step
+with each selected model; :class:`ModelConformance` is the mirror image for
+models, on each selected task. Leaving ``tasks`` or ``models`` unset selects
+every registered one.
+
+The module is also a pytest plugin. Enable it in ``conftest.py`` with
+``pytest_plugins = ["tokbench.testing"]`` to choose names at run time: the
+options ``--tokbench-task NAME`` and ``--tokbench-model NAME`` (repeatable)
+override the class attributes, and the ini options ``tokbench_tasks`` and
+``tokbench_models`` apply where a class sets nothing.
+
+Everything runs at small split sizes (the parameters ``train_size``,
+``val_size`` and ``test_size``, where a task declares them) with each model's
+default parameters, so a full check costs seconds per pairing.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import pytest
+
+from tokbench.errors import ParamError, UsageError
+from tokbench.params import Param
+from tokbench.plugins import registry
+from tokbench.specs import ModelSpec, TaskSpec
+
+SMALL_SPLIT = 64  # samples per split in the checks that train or inspect splits
+BAYES_SAMPLES = 20_000  # sample for the Bayes-predictor check
+BAYES_P_VALUE = 6.3e-5  # two-sided binomial test at about 4 standard errors
+SEEDS = (0, 1)
+KINDS = ("task", "model")
+
+
+# --- the pytest plugin -------------------------------------------------------------------------
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tokbench", "tokbench conformance kit")
+    for kind in KINDS:
+        group.addoption(f"--tokbench-{kind}", action="append", dest=f"tokbench_{kind}s", metavar="NAME",
+                        help=f"check this registered {kind} (repeatable); overrides the test classes' `{kind}s`")
+        parser.addini(f"tokbench_{kind}s", f"registered {kind} names to check where a test class names none",
+                      type="args", default=[])
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    reg = registry()
+    return f"tokbench: {len(reg.tasks)} tasks and {len(reg.models)} models registered"
+
+
+def selected(config: pytest.Config, cls: type | None, kind: str) -> list[str]:
+    """The ``kind`` names to check: command line, else class attribute, else ini option, else all registered."""
+    names = config.getoption(f"tokbench_{kind}s", default=None) or getattr(cls, f"{kind}s", None)
+    if names is None:
+        try:
+            names = config.getini(f"tokbench_{kind}s")
+        except ValueError:  # the plugin is not enabled, so the ini option is not declared
+            names = []
+    reg = registry()
+    if not names:
+        return sorted(reg.tasks if kind == "task" else reg.models)
+    lookup = reg.task if kind == "task" else reg.model
+    for name in names:
+        lookup(name)  # an unknown name fails collection with the registry's one-line message
+    return list(names)
+
+
+# --- shared helpers ----------------------------------------------------------------------------
+
+def small_params(spec: TaskSpec) -> dict[str, Any]:
+    """Split sizes shrunk to :data:`SMALL_SPLIT`, for the sizes the task declares."""
+    sizes = {}
+    for p in spec.params:
+        if p.name in ("train_size", "val_size", "test_size"):
+            sizes[p.name] = max(min(p.default, SMALL_SPLIT), p.low or 0)
+    return sizes
+
+
+@cache
+def small_task(name: str):  # -> tokbench.task.Task; torch is imported only when a check runs
+    spec = registry().task(name)
+    return spec.create(small_params(spec))
+
+
+@cache
+def build(model_name: str, task_name: str):  # -> (TokenModel, Split)
+    """The model with default parameters, fitted on the task's small training split, from init seed 0."""
+    import torch
+
+    task, spec = small_task(task_name), registry().model(model_name)
+    train = task.make_split("train", 0)
+    torch.manual_seed(0)
+    try:
+        model = spec.build(spec.resolve(), task)
+    except UsageError as exc:  # a declared incompatibility, e.g. a vocabulary larger than the embedding
+        pytest.skip(f"model {model_name!r} refuses task {task_name!r}: {exc}")
+    model.fit(train)
+    return model, train
+
+
+@cache
+def pairing(task_name: str, model_name: str):  # -> tokbench.harness.PairingResult
+    """Run the pairing through the harness for at most two optimiser steps, at seed 0."""
+    from tokbench.harness import run_pairing
+
+    build(model_name, task_name)  # skips the pairing if the model refuses the task
+    spec = registry().model(model_name)
+    recipe = spec.recipe.override({"steps": min(spec.recipe.steps, 2), "lr_grid": ()})
+    return run_pairing(small_task(task_name), spec, spec.resolve(), recipe, seed=0, accelerator="cpu")
+
+
+def _out_of_range(p: Param) -> list[Any]:
+    """Values that ``p`` must reject: outside its choices or range, or of the wrong type."""
+    bad: list[Any] = []
+    if p.choices is not None:
+        numeric = all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in p.choices)
+        bad.append(max(p.choices) + 1 if numeric else "<not-a-choice>")
+    else:
+        wrap = (lambda v: (v,)) if p.type == "floats" else (lambda v: v)
+        if p.low is not None:
+            bad.append(wrap(p.low - 1))
+        if p.high is not None:
+            bad.append(wrap(p.high + 1))
+    if p.type != "str":
+        bad.append("not-a-number" if p.type != "bool" else "maybe")
+    return bad
+
+
+def check_param_validation(spec: TaskSpec | ModelSpec) -> None:
+    """Defaults resolve; unknown names and every out-of-range or mistyped value raise ParamError."""
+    spec.resolve()
+    with pytest.raises(ParamError):
+        spec.resolve({"no_such_parameter": 1})
+    for p in spec.params:
+        for value in _out_of_range(p):
+            with pytest.raises(ParamError):
+                spec.resolve({p.name: value})
+                pytest.fail(f"{spec.kind} {spec.name!r} accepted {p.name}={value!r}; declared: {p.allowed()}")
+
+
+def check_metadata(spec: TaskSpec | ModelSpec) -> None:
+    """What the leaderboard and ``tokbench ls`` show must be there."""
+    for attribute in ("name", "version", "description", "implementation"):
+        value = getattr(spec, attribute)
+        assert isinstance(value, str) and value.strip(), f"{spec.kind} {spec.name!r}: {attribute} must be a non-empty string"
+
+
+def check_pairing(task_name: str, model_name: str) -> None:
+    """One pairing through the harness: finite losses over the steps taken, metrics in range."""
+    result = pairing(task_name, model_name)
+    losses = result.curve["loss"]
+    assert len(losses) == result.train["steps"], "every step of a two-step run is logged"
+    assert all(math.isfinite(x) for x in losses), f"training loss is not finite: {losses}"
+    fractions = {"accuracy", "bayes_accuracy", *small_task(task_name).make_split("test", 0).attention_targets}
+    for name, value in result.metrics.items():
+        assert math.isfinite(value), f"metric {name} = {value}"
+        if name in fractions or name.endswith("_accuracy") and name != "normalized_accuracy":
+            assert 0.0 <= value <= 1.0, f"metric {name} = {value} lies outside [0, 1]"
+
+
+class _Conformance:
+    """Parametrises each check over the selected names (see :func:`selected`)."""
+
+    tasks: Sequence[str] | None = None
+    models: Sequence[str] | None = None
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        for kind in KINDS:
+            if f"{kind}_name" in metafunc.fixturenames:
+                metafunc.parametrize(f"{kind}_name", selected(metafunc.config, metafunc.cls, kind))
+
+
+# --- the checks --------------------------------------------------------------------------------
+
+class TaskConformance(_Conformance):
+    """Checks of a task plugin; set ``tasks`` to the names to check."""
+
+    def test_metadata(self, task_name: str) -> None:
+        check_metadata(registry().task(task_name))
+
+    def test_param_validation(self, task_name: str) -> None:
+        check_param_validation(registry().task(task_name))
+
+    def test_tokens_and_labels_in_vocabulary(self, task_name: str) -> None:
+        import torch
+
+        task = small_task(task_name)
+        V, T = task.vocab_size, task.context_length
+        assert V >= 2 and T >= 1, f"vocab_size {V} and context_length {T}"
+        for name in ("train", "val", "test"):
+            split = task.make_split(name, 0)
+            n = task.split_size(name)
+            assert split.tokens.dtype == torch.int64 and split.labels.dtype == torch.int64
+            assert split.tokens.shape == (n, T), f"{name} tokens {tuple(split.tokens.shape)}, expected {(n, T)}"
+            assert split.labels.shape == (n,), f"{name} labels {tuple(split.labels.shape)}, expected {(n,)}"
+            for what, values in (("tokens", split.tokens), ("labels", split.labels)):
+                assert 0 <= int(values.min()) and int(values.max()) < V, f"{name} {what} outside [0, {V})"
+
+    def test_same_seed_same_split(self, task_name: str) -> None:
+        task = small_task(task_name)
+        for name in ("train", "val", "test"):
+            first, second = task.make_split(name, 0), task.make_split(name, 0)
+            assert _same(first, second), f"the {name} split of seed 0 differs between two draws"
+
+    def test_different_splits_differ(self, task_name: str) -> None:
+        task = small_task(task_name)
+        train, val, test = (task.make_split(name, 0) for name in ("train", "val", "test"))
+        assert not _same(train, val) and not _same(train, test) and not _same(val, test), "splits of seed 0 coincide"
+        assert not _same(train, task.make_split("train", 1)), "seeds 0 and 1 give the same training split"
+
+    def test_bayes_accuracy_in_unit_interval(self, task_name: str) -> None:
+        bayes = small_task(task_name).bayes_accuracy()
+        assert 0.0 <= bayes <= 1.0, f"bayes_accuracy() = {bayes}"
+
+    def test_bayes_predictor_reaches_bayes_accuracy(self, task_name: str) -> None:
+        import torch
+        from scipy.stats import binomtest
+
+        task = small_task(task_name)
+        sample = task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345))
+        prediction = task.bayes_predict(sample.tokens)
+        assert prediction.shape == sample.labels.shape
+        hits = int((prediction == sample.labels).sum())
+        bayes = task.bayes_accuracy()
+        p_value = binomtest(hits, BAYES_SAMPLES, bayes).pvalue
+        assert p_value >= BAYES_P_VALUE, (
+            f"Bayes predictor: {hits / BAYES_SAMPLES:.4f} on {BAYES_SAMPLES} samples, bayes_accuracy() = {bayes:.4f} "
+            f"(binomial test p = {p_value:.2g})"
+        )
+
+    def test_attention_targets_point_at_valid_positions(self, task_name: str) -> None:
+        import torch
+
+        task = small_task(task_name)
+        split = task.make_split("test", 0)
+        for name, mask in split.attention_targets.items():
+            assert isinstance(name, str) and name, "attention target names are non-empty strings"
+            assert mask.dtype == torch.bool, f"{name}: dtype {mask.dtype}, expected torch.bool"
+            assert mask.shape == split.tokens.shape, f"{name}: shape {tuple(mask.shape)}, expected {tuple(split.tokens.shape)}"
+            assert bool(mask.any(dim=1).all()), f"{name}: some rows mark no position"
+
+    def test_one_training_step_with_every_model(self, task_name: str, model_name: str) -> None:
+        check_pairing(task_name, model_name)
+
+
+class ModelConformance(_Conformance):
+    """Checks of a model plugin on each selected task; set ``models`` to the names to check."""
+
+    def test_metadata(self, model_name: str) -> None:
+        check_metadata(registry().model(model_name))
+
+    def test_param_validation(self, model_name: str) -> None:
+        check_param_validation(registry().model(model_name))
+
+    def test_forward_on_every_task(self, model_name: str, task_name: str) -> None:
+        import torch
+
+        from tokbench.harness import predict
+
+        model, train = build(model_name, task_name)
+        task = small_task(task_name)
+        n, T, V = len(train), task.context_length, task.vocab_size
+        output = predict(model, train.tokens)
+        assert output.logits.shape == (n, V), f"logits {tuple(output.logits.shape)}, expected {(n, V)}"
+        assert bool(torch.isfinite(output.logits).all()), "logits are not finite"
+        if output.attention is not None:
+            _check_attention("attention", output.attention, (n,), T)
+        if output.head_attention is not None:
+            _check_attention("head_attention", output.head_attention, (n, output.head_attention.shape[1]), T)
+
+    def test_one_training_step_on_every_task(self, model_name: str, task_name: str) -> None:
+        check_pairing(task_name, model_name)
+
+
+def _check_attention(name: str, weights, leading: tuple[int, ...], T: int) -> None:
+    """(*leading, T + S) weights, S >= 0 extra slots, non-negative, each row summing to 1."""
+    import torch
+
+    assert weights.dim() == len(leading) + 1 and tuple(weights.shape[:-1]) == leading, (
+        f"{name} has shape {tuple(weights.shape)}, expected {(*leading, 'T + S')}")
+    assert weights.shape[-1] >= T, f"{name} covers {weights.shape[-1]} positions, fewer than the {T} inputs"
+    assert bool((weights >= 0).all()), f"{name} has negative weights"
+    total = weights.double().sum(-1)
+    assert torch.allclose(total, torch.ones_like(total), atol=1e-4), (
+        f"{name} rows sum to {float(total.min()):.6f}..{float(total.max()):.6f}, not 1")
+
+
+def _same(a, b) -> bool:  # two Splits, compared exactly
+    import torch
+
+    if a.tokens.shape != b.tokens.shape or a.attention_targets.keys() != b.attention_targets.keys():
+        return False
+    return (torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
+            and all(torch.equal(m, b.attention_targets[k]) for k, m in a.attention_targets.items()))

@@ -1,0 +1,75 @@
+"""Write a leaderboard: one text format, or the whole published folder.
+
+The published folder holds README.md, leaderboard.csv, leaderboard.json,
+leaderboard.tex, index.html, plots/ and the run records behind them in
+records/, so it regenerates from its own contents.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI imports this module to build its parser: keep it light
+    from tokbench.leaderboard.aggregate import Leaderboard
+    from tokbench.leaderboard.document import Image
+
+FILES = {"md": "README.md", "csv": "leaderboard.csv", "json": "leaderboard.json", "html": "index.html",
+         "latex": "leaderboard.tex"}
+FORMATS = ("terminal", *FILES, "all")
+RECORDS_DIR = "records"
+# How the published folder is made, from the repository root: the full runs of the two suites, then this command.
+REGENERATE = (
+    "tokbench run --suite paper --out leaderboard/records",
+    "tokbench run --suite default --out leaderboard/records",
+    "tokbench leaderboard --records leaderboard/records --format all --out leaderboard",
+)
+
+
+def render(board: Leaderboard, fmt: str, images: Sequence[Image] = (), commands: Sequence[str] = ()) -> str:
+    """The leaderboard as text in ``fmt`` (one of ``FILES``)."""
+    from tokbench.leaderboard.document import document
+    from tokbench.leaderboard.render import to_csv, to_html, to_json, to_latex, to_markdown
+
+    if fmt == "md":
+        return to_markdown(document(board, images, commands))
+    if fmt == "html":
+        return to_html(document(board, images, commands))
+    return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](board)
+
+
+def write_format(board: Leaderboard, fmt: str, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / FILES[fmt]
+    path.write_text(render(board, fmt), encoding="utf-8")
+    return path
+
+
+def publish(board: Leaderboard, records: Sequence[dict[str, Any]], sources: Sequence[Path], out: Path) -> list[Path]:
+    """Write the published folder into ``out``: its records, plots and every text format."""
+    from tokbench.leaderboard.plots import write_plots
+
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_records(records, sources, out / RECORDS_DIR)
+    images = write_plots(board, out)
+    written = []
+    for fmt, name in FILES.items():
+        path = out / name
+        path.write_text(render(board, fmt, images, REGENERATE), encoding="utf-8")
+        written.append(path)
+    return written + [out / image.path for image in images]
+
+
+def _copy_records(records: Sequence[dict[str, Any]], sources: Sequence[Path], folder: Path) -> None:
+    """Make ``folder`` hold exactly ``records`` (unless it is where they were read from)."""
+    from tokbench.results import record_filename, write_record
+
+    if folder.resolve() in {s.resolve() for s in sources}:
+        return
+    names = {record_filename(r["task"], r["model"], r["config_hash"]) for r in records}
+    if folder.is_dir():
+        for stale in folder.glob("*.json"):
+            if stale.name not in names:
+                stale.unlink()
+    for record in records:
+        write_record(folder, record)

@@ -1,0 +1,265 @@
+"""Renderers: terminal (rich), Markdown and LaTeX (tabulate), CSV, JSON and a standalone HTML page.
+
+Every string that comes from a record (names, descriptions, parameter values,
+errors) is escaped for the target format here, in one place per format.
+Outputs are deterministic: fixed ordering, fixed float formatting, no dates.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from tabulate import LATEX_ESCAPE_RULES, tabulate
+
+from tokbench.leaderboard import notes
+from tokbench.leaderboard.aggregate import CORE_METRICS, INTERVAL, Cell, Leaderboard, Stat, canonical
+from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
+from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
+                                        number_text)
+
+SIGNIFICANT = 6  # digits of the floats in CSV and JSON
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else float(f"{value:.{SIGNIFICANT}g}")
+
+
+# ---- Markdown (GitHub) -------------------------------------------------------------------------------------------
+
+_MD_ESCAPE = re.compile(r"([\\`*_\[\]|~$#])")
+
+
+def escape_md(text: str) -> str:
+    """Inert Markdown text: HTML entities for ``& < >``, backslashes before Markdown punctuation, one line."""
+    text = html.escape(" ".join(text.split()), quote=False)
+    return _MD_ESCAPE.sub(r"\\\1", text)
+
+
+def _md_value(value: Value) -> str:
+    if isinstance(value, Measure):
+        text = escape_md(measure_text(value))
+        return f"**{text}**" if value.best else text
+    if isinstance(value, Number):
+        return number_text(value)
+    return escape_md(value)
+
+
+def _md_table(table: Table) -> str:
+    rows = [[_md_value(v) for v in row] for row in table.all_rows()]
+    out = "".join(f"- {escape_md(note)}\n" for note in table.notes)
+    return out + ("\n" if out else "") + tabulate(rows, [escape_md(h) for h in table.headers], tablefmt="github",
+                                                 disable_numparse=True)
+
+
+def to_markdown(blocks: Sequence[Block]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            parts.append("#" * block.level + " " + escape_md(block.text))
+        elif isinstance(block, Paragraph):
+            parts.append(escape_md(block.text))
+        elif isinstance(block, Bullets):
+            parts.append("\n".join(f"- {escape_md(item)}" for item in block.items))
+        elif isinstance(block, Table):
+            parts.append(_md_table(block))
+        elif isinstance(block, Image):
+            parts.append(f"![{escape_md(block.caption)}]({block.path})")
+        elif isinstance(block, Code):
+            parts.append("```sh\n" + "\n".join(block.lines) + "\n```")
+    return "\n\n".join(parts) + "\n"
+
+
+# ---- HTML ----------------------------------------------------------------------------------------------------
+
+_STYLE = """body{font-family:system-ui,sans-serif;max-width:80rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;margin:1rem 0}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
+th{background:#f3f3f3;cursor:pointer}tr.pinned td{font-style:italic;background:#fafafa}
+.best{font-weight:bold}img{max-width:100%}pre{background:#f6f6f6;padding:.5rem}"""
+
+# Click a header to sort its column; the bayes-optimal row stays last.
+_SCRIPT = """document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
+  const body = th.closest("table").tBodies[0], pinned = body.querySelector("tr.pinned");
+  const key = r => { const c = r.cells[i]; return c.dataset.sort !== undefined ? parseFloat(c.dataset.sort) : c.textContent; };
+  const up = th.dataset.dir !== "up"; th.dataset.dir = up ? "up" : "down";
+  const rows = Array.from(body.rows).filter(r => r !== pinned);
+  rows.sort((a, b) => { const x = key(a), y = key(b);
+    const d = typeof x === "number" ? x - y : String(x).localeCompare(String(y)); return up ? d : -d; });
+  rows.forEach(r => body.insertBefore(r, pinned));
+}));"""
+
+
+def _html_cell(value: Value) -> str:
+    if isinstance(value, Measure):
+        css = ' class="best"' if value.best else ""
+        return f'<td data-sort="{_sort_key(value.stat and value.stat.mean)}"{css}>{html.escape(measure_text(value))}</td>'
+    if isinstance(value, Number):
+        return f'<td data-sort="{_sort_key(value.value)}">{number_text(value)}</td>'
+    return f"<td>{html.escape(value)}</td>"
+
+
+def _sort_key(value: float | None) -> str:
+    return "-1" if value is None else f"{value:.{SIGNIFICANT}g}"
+
+
+def _html_table(table: Table) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
+    body = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in table.rows]
+    if table.footer:
+        body.append('<tr class="pinned">' + "".join(_html_cell(v) for v in table.footer) + "</tr>")
+    notes_html = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
+    return ((f"<ul>{notes_html}</ul>\n" if notes_html else "") + f'<table class="sortable"><thead><tr>{head}</tr>'
+            "</thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table>")
+
+
+def to_html(blocks: Sequence[Block]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+        elif isinstance(block, Paragraph):
+            parts.append(f"<p>{html.escape(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in block.items) + "</ul>")
+        elif isinstance(block, Table):
+            parts.append(_html_table(block))
+        elif isinstance(block, Image):
+            parts.append(f'<figure><img src="{html.escape(block.path)}" alt="{html.escape(block.caption)}">'
+                         f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+        elif isinstance(block, Code):
+            parts.append("<pre>" + html.escape("\n".join(block.lines)) + "</pre>")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{TITLE}</title>\n'
+            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{_SCRIPT}</script>\n"
+            "</body></html>\n")
+
+
+# ---- LaTeX (booktabs) ----------------------------------------------------------------------------------------
+
+def escape_latex(text: str) -> str:
+    return "".join(LATEX_ESCAPE_RULES.get(ch, ch) for ch in " ".join(text.split()))
+
+
+def _latex_value(value: Value) -> str:
+    if isinstance(value, Measure):
+        text = measure_text(value, pm=r"$\pm$")
+        return rf"\textbf{{{text}}}" if value.best else text
+    if isinstance(value, Number):
+        return number_text(value)
+    return escape_latex(value)
+
+
+def _latex_table(table: Table) -> str:
+    body = tabulate([[_latex_value(v) for v in row] for row in table.all_rows()], [escape_latex(h) for h in table.headers],
+                    tablefmt="latex_raw", disable_numparse=True)
+    rules = iter((r"\toprule", r"\midrule", r"\bottomrule"))
+    body = re.sub(r"^\\hline$", lambda _: next(rules), body, flags=re.M)  # tabulate's three rules -> booktabs
+    notes_tex = "".join(f"\n\\par\\footnotesize {escape_latex(n)}" for n in table.notes)
+    return (f"\\begin{{table}}[ht]\n\\centering\n\\caption{{{escape_latex(table.title)}}}\n{body}{notes_tex}\n"
+            "\\end{table}")
+
+
+def to_latex(board: Leaderboard) -> str:
+    """The main table and the detail tables as booktabs tables (needs \\usepackage{booktabs})."""
+    tables = [main_table(board), *(detail_table(board, c) for c in board.columns)]
+    return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(
+        _latex_table(t) for t in tables) + "\n"
+
+
+# ---- terminal (rich) -----------------------------------------------------------------------------------------
+
+def to_terminal(blocks: Sequence[Block], console: Any) -> None:
+    """Print ``blocks`` on a rich console; plots are files and are left out."""
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    def cell(value: Value) -> Text:
+        if isinstance(value, Measure):
+            return Text(measure_text(value), style="bold green" if value.best else "")
+        return Text(number_text(value) if isinstance(value, Number) else value)
+
+    for block in blocks:
+        if isinstance(block, Heading):
+            console.print(Text(block.text, style="bold"), "\n" if block.level < 3 else "")
+        elif isinstance(block, Paragraph):
+            console.print(Text(block.text))
+        elif isinstance(block, Bullets):
+            for item in block.items:
+                console.print(Text("- " + item))
+        elif isinstance(block, Table):
+            for note in block.notes:
+                console.print(Text("  " + note, style="dim"))
+            table = RichTable(title=None)
+            for header in block.headers:
+                table.add_column(Text(header), overflow="fold")
+            for row in block.rows:
+                table.add_row(*(cell(v) for v in row))
+            if block.footer:
+                table.add_section()
+                table.add_row(*(cell(v) for v in block.footer))
+            console.print(table)
+        elif isinstance(block, Code):
+            for line in block.lines:
+                console.print(Text(line))
+
+
+# ---- CSV and JSON --------------------------------------------------------------------------------------------
+
+def _stat_json(stat: Stat | None) -> dict[str, Any] | None:
+    return None if stat is None else {"mean": _round(stat.mean), "ci95": _round(stat.half_width), "n": stat.n}
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    return {
+        "task": cell.column.slug, "model": cell.row.slug, "seeds": cell.seeds, "failed_seeds": [r["seed"] for r in cell.failed],
+        "errors": [r["error"] for r in cell.failed], "best": cell.best,
+        "metrics": {name: _stat_json(stat) for name, stat in cell.metrics.items()},
+        "untrained_accuracy": _stat_json(cell.untrained), "steps": _stat_json(cell.steps),
+        "final_loss": _stat_json(cell.final_loss), "wall_seconds": _stat_json(cell.wall_seconds),
+        "chosen_lrs": cell.chosen_lrs, **notes.verdicts(cell),
+    }
+
+
+def to_json(board: Leaderboard) -> str:
+    """Everything the tables show, for machines; cells refer to tasks and models by their ids."""
+    data = {
+        "generated_by": "tokbench leaderboard", "interval": INTERVAL, "records": board.record_count(),
+        "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
+                   "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
+                   "citation": c.citation} for c in board.columns],
+        "models": [{"id": r.slug, "label": r.label, "model": r.model, "version": r.version, "params": r.params,
+                    "train": r.train, "recipe": r.recipe, "description": r.description, "citation": r.citation}
+                   for r in board.rows],
+        "cells": [_cell_json(cell) for column in board.columns for cell in board.column_cells(column)],
+        "findings": notes.findings(board),
+        "protocol": notes.protocol(board),
+    }
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+def to_csv(board: Leaderboard) -> str:
+    """One line per (task, model) cell: identity, seeds, failures, then mean and CI half-width of each metric."""
+    metrics = list(CORE_METRICS) + sorted({m for c in board.cells.values() for m in c.metrics} - set(CORE_METRICS))
+    extra = {"untrained_accuracy": lambda c: c.untrained, "steps": lambda c: c.steps,
+             "final_loss": lambda c: c.final_loss, "wall_seconds": lambda c: c.wall_seconds}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["task_label", "task", "task_version", "eval_split", "task_params", "model_label", "model",
+                     "model_version", "model_params", "train_params", "seeds", "failed", "best",
+                     *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "ci95"))])
+    for column in board.columns:
+        for cell in board.column_cells(column):
+            row = cell.row
+            stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
+            writer.writerow([column.label, column.task, column.version, column.eval_split, canonical(column.params),
+                             row.label, row.model, row.version, canonical(row.params), canonical(row.train),
+                             " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
+                             *(_csv_number(v) for s in stats for v in ((s.mean, s.half_width) if s else (None, None)))])
+    return out.getvalue()
+
+
+def _csv_number(value: float | None) -> str:
+    return "" if value is None else repr(_round(value))

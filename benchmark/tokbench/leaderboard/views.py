@@ -1,0 +1,125 @@
+"""Format-neutral tables of a leaderboard: the main table and one detail table per task.
+
+A table cell is a plain string (a name or parameter value from a record: every
+renderer escapes it), a :class:`Measure` (a statistic across seeds) or a
+:class:`Number` (a plain number). Renderers decide how each looks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Stat, format_params
+
+BAYES_ROW = "bayes-optimal"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A statistic across seeds; ``stat`` is None when every run of the cell failed."""
+
+    stat: Stat | None
+    best: bool = False
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class Number:
+    """A plain number with its format spec, e.g. ``.1f``; None shows as empty."""
+
+    value: float | None
+    spec: str
+
+
+Value = Union[str, Measure, Number]
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[Value]]
+    notes: list[str] = field(default_factory=list)  # lines shown above the table
+    footer: list[Value] | None = None  # a reference row kept last, e.g. the Bayes optimum
+
+    def all_rows(self) -> list[list[Value]]:
+        return self.rows + ([self.footer] if self.footer else [])
+
+
+def measure_text(measure: Measure, pm: str = "±") -> str:
+    """``0.498 ± 0.004``, ``0.498 (n=1)``, ``0.498 ± 0.004 [1 failed]`` or ``failed (3)``."""
+    stat = measure.stat
+    if stat is None:
+        return f"failed ({measure.failed})" if measure.failed else ""
+    text = f"{stat.mean:.{DIGITS}f}"
+    text += f" {pm} {stat.half_width:.{DIGITS}f}" if stat.half_width is not None else f" (n={stat.n})"
+    return text + (f" [{measure.failed} failed]" if measure.failed else "")
+
+
+def number_text(number: Number) -> str:
+    return "" if number.value is None else format(number.value, number.spec)
+
+
+def column_header(column: Column) -> str:
+    """The column's label, naming its eval split unless it is the test split."""
+    return column.label if column.eval_split == "test" else f"{column.label} ({column.eval_split} split)"
+
+
+def seeds_text(seeds: list[int]) -> str:
+    """``0-4`` for a run of consecutive seeds, else ``0,2,7``."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(s) for s in seeds)
+
+
+def _accuracy(cell: Cell | None) -> Value:
+    """The main-table cell: accuracy, best mark and failed runs; empty when the pairing was not run."""
+    return "" if cell is None else Measure(cell.accuracy, cell.best, len(cell.failed))
+
+
+def _metric(cell: Cell, metric: str) -> Value:
+    """A detail-table cell; empty where the metric does not apply or every run failed."""
+    stat = cell.metrics.get(metric)
+    return "" if stat is None else Measure(stat, cell.best and metric == "accuracy")
+
+
+def main_table(board: Leaderboard) -> Table:
+    """Models x tasks: accuracy ± CI, the best per column marked, then the Bayes-optimal row."""
+    rows: list[list[Value]] = [[row.label, *(_accuracy(board.cell(c, row)) for c in board.columns)]
+                               for row in board.rows]
+    footer: list[Value] = [BAYES_ROW, *(Measure(c.bayes) for c in board.columns)]
+    notes = [f"{column_header(c)}: {format_params(c.params)}" for c in board.columns]
+    return Table("Accuracy", ["model", *(column_header(c) for c in board.columns)], rows, notes, footer)
+
+
+def detail_table(board: Leaderboard, column: Column) -> Table:
+    """Every metric of every model on one task, with seeds, steps and time."""
+    cells = board.column_cells(column)
+    present = {m for cell in cells for m in cell.metrics}
+    other_splits = [f"{s}_accuracy" for s in ("train", "val", "test") if s != column.eval_split]
+    metrics = ["accuracy", *(m for m in other_splits if m in present), "bayes_accuracy", "normalized_accuracy",
+               *board.diagnostics(column)]
+    with_lr = any(cell.chosen_lrs for cell in cells)
+    headers = ["model", "seeds", "failed", f"accuracy ({column.eval_split})", *metrics[1:], "untrained_accuracy",
+               *(["lr (chosen on val)"] if with_lr else []), "steps", "final_loss", "seconds"]
+    rows: list[list[Value]] = []
+    for cell in cells:
+        lrs = ["/".join(f"{lr:g}" for lr in cell.chosen_lrs)] if with_lr else []
+        rows.append([cell.row.label, seeds_text(cell.seeds), Number(len(cell.failed), "d"),
+                     *(_metric(cell, m) for m in metrics), Measure(cell.untrained), *lrs,
+                     *(Number(s.mean if s else None, spec) for s, spec in
+                       ((cell.steps, ".0f"), (cell.final_loss, ".4g"), (cell.wall_seconds, ".1f")))])
+    notes = [f"parameters: {format_params(column.params)}"]
+    return Table(column_header(column), headers, rows, notes)
+
+
+def failures_table(board: Leaderboard) -> Table:
+    """Every failed run with its error: failures are shown, never dropped."""
+    rows: list[list[Value]] = [[cell.column.label, cell.row.label, str(rec["seed"]), rec["error"] or ""]
+                               for cell, rec in sorted(board.failed(), key=_failure_order)]
+    return Table("Failed runs", ["task", "model", "seed", "error"], rows)
+
+
+def _failure_order(item: tuple[Cell, dict]) -> tuple[str, str, int]:
+    cell, rec = item
+    return cell.column.label, cell.row.label, rec["seed"]

@@ -1,0 +1,54 @@
+"""Synthetic run records (schema v1, valid for tokbench.results) for the leaderboard tests."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tokbench.results import config_hash, identity, validate, write_record
+
+WALK = {"K": 6, "context_length": 8, "p": 0.5, "train_size": 100, "val_size": 100, "test_size": 100}
+LAYER = {"dtype": "float64", "positions": "onehot"}
+GD = {"optimizer": "gd", "lr": 1.0, "steps": 50, "batch_size": 0, "lr_grid": []}
+
+
+def record(task: str = "random-walk", model: str = "attn-paper-a", seed: int = 0, accuracy: float = 0.5,
+           bayes: float = 0.5, untrained: float = 0.17, task_params: dict | None = None,
+           model_params: dict | None = None, train: dict | None = None, eval_split: str = "test",
+           diagnostics: dict | None = None, profile: list[float] | None = None, error: str | None = None,
+           meta: dict | None = None, task_version: str = "1", model_version: str = "1") -> dict[str, Any]:
+    """One record; ``error`` makes it a failed one."""
+    params = {"task": dict(WALK if task_params is None else task_params),
+              "model": dict(LAYER if model_params is None else model_params), "train": dict(train or GD)}
+    ident = identity(task, task_version, model, model_version, params, seed)
+    ok = error is None
+    metrics: dict[str, float] = {}
+    if ok:
+        metrics = {"accuracy": accuracy, "train_accuracy": min(1.0, accuracy + 0.01), "val_accuracy": accuracy,
+                   f"{eval_split}_accuracy": accuracy, "bayes_accuracy": bayes,
+                   "normalized_accuracy": accuracy / bayes, **(diagnostics or {})}
+    rec = {
+        "schema_version": 1, **ident, "config_hash": config_hash(ident), "status": "ok" if ok else "failed",
+        "error": error, "eval_split": eval_split, "metrics": metrics,
+        "train": {"steps": params["train"]["steps"], "final_loss": 0.7, "wall_seconds": 1.5 + seed,
+                  **params["train"]} if ok else {},
+        "curve": {"step": [0, 25, 49], "loss": [2.0, 1.0, 0.7], "accuracy": [untrained, accuracy, accuracy]} if ok else {},
+        "attention_profile": (profile or [0.1, 0.1, 0.2, 0.6]) if ok else None,
+        "meta": {"task_description": f"{task} description", "task_citation": "[A]",
+                 "model_description": f"{model} description", "model_citation": "[A]",
+                 "recipe": "gd, lr 1, 50 steps, full batch", **(meta or {})},
+        "provenance": {"tokbench_version": "0.1.0", "git_commit": None, "python": "3.11.7", "torch": "2.13.0",
+                       "lightning": "2.6.0", "device": "cpu", "started_at": f"2026-01-01T00:00:{seed:02d}Z"},
+    }
+    validate(rec)
+    return rec
+
+
+def write(folder: Path, records: list[dict[str, Any]]) -> Path:
+    for rec in records:
+        write_record(folder, rec)
+    return folder
+
+
+def seeds(n: int, accuracies: list[float], **kwargs: Any) -> list[dict[str, Any]]:
+    """``n`` records of one pairing with the given per-seed accuracies."""
+    return [record(seed=s, accuracy=a, **kwargs) for s, a in zip(range(n), accuracies)]

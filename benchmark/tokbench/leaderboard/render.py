@@ -183,7 +183,8 @@ def to_terminal(blocks: Sequence[Block], console: Any) -> None:
 
     for block in blocks:
         if isinstance(block, Heading):
-            console.print(Text(block.text, style="bold"), "\n" if block.level < 3 else "")
+            console.print()
+            console.print(Text(block.text, style="bold underline" if block.level < 3 else "bold"))
         elif isinstance(block, Paragraph):
             console.print(Text(block.text))
         elif isinstance(block, Bullets):

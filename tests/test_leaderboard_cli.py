@@ -1,0 +1,89 @@
+"""``tokbench leaderboard``: formats, the published folder, and one-line usage errors."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from leaderboard_synth import WALK, record, seeds, write
+from tokbench.cli import main
+from tokbench.leaderboard.publish import FILES
+
+DET = {"K": 6, "laps": 2, "train_size": 100, "val_size": 100, "test_size": 100}
+
+
+def _records() -> list[dict]:
+    return (seeds(3, [0.49, 0.5, 0.51], diagnostics={"parent_attention": 0.97}, profile=[0.01, 0.02, 0.02, 0.95])
+            + seeds(3, [0.165, 0.17, 0.168], task="deterministic-walk", task_params=DET, bayes=1.0, untrained=0.167,
+                    profile=[0.25, 0.25, 0.25, 0.25])
+            + seeds(3, [1.0, 1.0, 0.99], task="deterministic-walk", task_params=DET, bayes=1.0, untrained=0.167,
+                    model_params={"dtype": "float32", "positions": "onehot"})
+            + [record(seed=0, model="broken", error="NonFiniteLossError: loss became nan at step 3")])
+
+
+def _texts(folder: Path) -> dict[str, str]:
+    return {name: (folder / name).read_text(encoding="utf-8") for name in FILES.values()}
+
+
+def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
+    source = write(tmp_path / "runs", _records())
+    out = tmp_path / "board"
+    assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
+
+    readme = (out / "README.md").read_text()
+    for link in re.findall(r"!\[[^]]*\]\(([^)]+)\)", readme):
+        assert (out / link).is_file(), link
+    plots = sorted(p.name for p in (out / "plots").iterdir())
+    assert plots == ["attention-deterministic-walk.png", "attention-random-walk.png", "curves-deterministic-walk.png",
+                     "curves-random-walk.png", "heatmap.png", "heatmap.svg"]
+    svg = (out / "plots" / "heatmap.svg").read_text()
+    assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # nothing that changes from run to run
+    assert "tokbench leaderboard --records leaderboard/records --format all --out leaderboard" in readme
+    assert "## Failed runs" in readme and "NonFiniteLossError" in readme
+    assert len(list((out / "records").glob("*.json"))) == len(_records())
+
+    # The published folder regenerates from its own records, byte for byte.
+    again = tmp_path / "again"
+    assert main(["leaderboard", "--records", str(out / "records"), "--format", "all", "--out", str(again)]) == 0
+    assert _texts(again) == _texts(out)
+
+
+def test_publish_replaces_stale_records(tmp_path):
+    source = write(tmp_path / "runs", _records()[:3])
+    out = tmp_path / "board"
+    stale = write(out / "records", [record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
+    assert len(list(stale.glob("*.json"))) == 3 and not list(stale.glob("*__old__*"))
+
+
+def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    source = write(tmp_path / "a", _records()[:3])
+    extra = write(tmp_path / "b", _records()[3:6])
+    assert main(["leaderboard", "--records", str(source), "--records", str(extra), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["label"] for t in data["tasks"]] == ["deterministic-walk", "random-walk"]
+    assert main(["leaderboard", "--records", str(source), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
+    assert (tmp_path / "t" / "leaderboard.tex").read_text().count(r"\toprule") == 2
+    assert main(["leaderboard", "--records", str(source)]) == 0
+    terminal = capsys.readouterr().out
+    assert "bayes-optimal" in terminal and "0.500 ± 0.025" in terminal
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--records", "{missing}"], "no such folder"),
+    (["--records", "{empty}"], "no run records"),
+    (["--records", "{corrupt}"], "corrupt JSON"),
+    (["--records", "{empty}", "--format", "all"], "give --out DIR"),
+    (["--records", "{empty}", "--out", "x"], "--format terminal prints"),
+])
+def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "random-walk__m__0123456789abcdef.json").write_text("{not json")
+    folders = {"missing": tmp_path / "missing", "empty": tmp_path / "empty", "corrupt": tmp_path / "corrupt"}
+    assert main(["leaderboard", *(a.format(**folders) for a in args)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -3,6 +3,8 @@
 Holds the exact layer of [A] (``attn-paper-a``) and the standard single-layer
 softmax attention family with swappable positional encodings.
 """
+from dataclasses import replace
+
 from tokbench import ModelSpec, Param, Recipe, hookimpl
 
 PAPER_A = ModelSpec(
@@ -29,6 +31,70 @@ PAPER_A = ModelSpec(
 )
 
 
+CITATION_POSITIONS = (
+    "Vaswani et al. 2017 (sinusoids); Su et al. 2021, arXiv:2104.09864 (RoPE); Press et al. 2022, "
+    "arXiv:2108.12409 (ALiBi); Raffel et al. 2020, arXiv:1910.10683 (T5 bias); Shi & Cao, arXiv:2511.23239 (concat)"
+)
+
+STANDARD_PARAMS = (
+    Param("d", "int", 16, "token embedding width", low=1),
+    Param("heads", "int", 1, "attention heads (d must be a multiple)", low=1),
+    Param("query", "str", "last", "the query: the last input token, or a learned query slot appended after it",
+          choices=("last", "slot")),
+    Param("init", "str", "default", "default: torch's init; zero: key and output projections (and learned "
+          "positional parameters) zero, so attention starts uniform and logits at 0; gaussian: every "
+          "parameter N(0, init_sigma^2)", choices=("default", "zero", "gaussian")),
+    Param("init_sigma", "float", 0.01, "standard deviation of the gaussian init", low=0.0),
+)
+BASE = Param("base", "float", 10000.0, "wavelength base of the sinusoids", low=1.0)
+STANDARD_RECIPE = Recipe(optimizer="adam", lr=1e-2, steps=100, batch_size=0)
+
+T5_PARAMS = (
+    Param("t5_buckets", "int", 32, "relative-offset buckets (exact below half, log-spaced above)", low=2),
+    Param("t5_max_distance", "int", 128, "offset at which the last bucket starts", low=2),
+)
+CONCAT_PARAMS = (
+    Param("positions", "str", "onehot", "one-hot, or [A]'s sinusoidal (DST-I) orthogonal basis",
+          choices=("onehot", "sinusoidal")),
+    Param("position_norm", "float", 1.0, "norm of every position vector", low=1e-6),
+)
+# encoding key: (implementation class in standard.py, what the encoding does, its own parameters)
+VARIANTS = {
+    "nope": ("NoPEAttention", "no positional encoding (NoPE)", ()),
+    "sinusoidal": ("SinusoidalAttention", "fixed sinusoids added to the embeddings", (BASE,)),
+    "learned": ("LearnedPositionAttention", "a learned absolute position table added to the embeddings", ()),
+    "rope": ("RoPEAttention", "rotary position embedding (RoPE) of queries and keys", (BASE,)),
+    "alibi": ("ALiBiAttention", "ALiBi: a fixed linear distance penalty with the paper's slope per head", ()),
+    "t5bias": ("T5BiasAttention", "a T5-style learned bias per head and relative-offset bucket", T5_PARAMS),
+    "onehot-concat": ("ConcatPositionAttention",
+                      "orthogonal equal-norm positions concatenated to the embeddings as in [A]", CONCAT_PARAMS),
+}
+
+
+def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...], init: str = "default") -> ModelSpec:
+    params = tuple(replace(p, default=init) if p.name == "init" else p for p in STANDARD_PARAMS)
+    return ModelSpec(
+        name=name,
+        version="1",
+        description=(
+            f"Standard single-layer softmax attention, {encoding}: embeddings of width d, one query (last token "
+            f"or slot), 1/sqrt(d/heads) scaling, value and output projections to logits, cross-entropy; "
+            f"init {init}. Recipe: {STANDARD_RECIPE.describe()}."
+        ),
+        citation=CITATION_POSITIONS,
+        implementation=f"tokbench_attention.standard:{cls}",
+        params=params + extra,
+        recipe=STANDARD_RECIPE,
+    )
+
+
+STANDARD = tuple(_standard_spec(f"attn-{key}", *row) for key, row in VARIANTS.items())
+# Named init presets: the like-for-like rows of [A]'s zero-initialisation pitfall.
+ZERO_INIT = tuple(_standard_spec(f"attn-{key}-zeroinit", *VARIANTS[key], init="zero") for key in ("rope", "onehot-concat"))
+
+
 @hookimpl
 def register_models(register):
     register(PAPER_A)
+    for spec in STANDARD + ZERO_INIT:
+        register(spec)

@@ -96,11 +96,12 @@ def test_findings_reach_chance_and_variant_escape():
     assert not notes.at_chance(cells["midway"]) and not notes.reaches_bayes(cells["midway"])
     assert notes.reaches_bayes(board.column_cells(walk)[0])
     text = notes.findings(board)
-    assert "deterministic-walk: attn-paper-a stays at chance, closing less than 10% of the gap from the untrained " \
-           "accuracy to the optimum." in text
+    assert "deterministic-walk: attn-paper-a (0.168 ± 0.006) stays at chance, closing on average less than 10% of " \
+           "the gap from the untrained accuracy to the optimum." in text
     assert any(line.startswith("deterministic-walk: attn-paper-a dtype=float32 reaches the Bayes optimum (")
                and "while attn-paper-a stays at chance" in line for line in text)
-    assert "random-walk: attn-paper-a reaches the Bayes-optimal accuracy 0.500 within the 95% interval." in text
+    assert "random-walk: attn-paper-a (0.500 ± 0.025) reaches the Bayes-optimal accuracy 0.500 within the 95% " \
+           "interval." in text
     gap = notes.gap_closed(cells["attn-paper-a"])
     assert gap.mean == pytest.approx(((0.165 + 0.17 + 0.168) / 3 - 0.167) / (1 - 0.167))
 

@@ -35,12 +35,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
     loaded = records.load(folders)
     board = aggregate.build(loaded)
     if args.format == "terminal":
-        from rich.console import Console
-
-        from tokbench.leaderboard.document import document
-        from tokbench.leaderboard.render import to_terminal
-
-        to_terminal(document(board, brief=True), Console())
+        publish.show(board)
     elif args.format == "all":
         written = publish.publish(board, loaded, folders, args.out)
         print(f"wrote {len(written)} files and {len(loaded)} records into {args.out}")

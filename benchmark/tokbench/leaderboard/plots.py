@@ -121,10 +121,12 @@ def attention(board: Leaderboard, column: Column) -> Any | None:
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax, (label, profile) in zip(axes, panels):
         ax.plot(range(1, len(profile) + 1), profile, marker=".", markersize=3, linewidth=1)
+        ax.axhline(1 / len(profile), color="grey", linestyle="--", linewidth=0.8, label="uniform")
         ax.set_ylim(bottom=0)
         ax.set_title(_text(label), fontsize=9)
         ax.set_xlabel("input position")
         ax.set_ylabel("mean attention")
+    axes[0].legend(fontsize=7, loc="upper left")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(_text(f"{column_header(column)}: the query's mean attention over positions ({column.eval_split} split)"))

@@ -38,6 +38,16 @@ def render(board: Leaderboard, fmt: str, images: Sequence[Image] = (), commands:
     return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](board)
 
 
+def show(board: Leaderboard, console: Any = None) -> None:
+    """Print the brief leaderboard (main table, findings, failed runs) on a rich console (default: stdout)."""
+    from rich.console import Console
+
+    from tokbench.leaderboard.document import document
+    from tokbench.leaderboard.render import to_terminal
+
+    to_terminal(document(board, brief=True), console or Console())
+
+
 def write_format(board: Leaderboard, fmt: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / FILES[fmt]

@@ -1,0 +1,31 @@
+"""From a real `tokbench run` of a third-party plugin with hostile strings to escaped tables in every format."""
+from __future__ import annotations
+
+import json
+
+from tokbench.cli import main
+
+SIZES = ["--set", "task.train_size=64", "--set", "task.val_size=32", "--set", "task.test_size=64",
+         "--set", "task.context_length=12", "--set", "train.steps=5"]
+
+
+def test_run_then_leaderboard_escapes_plugin_strings(tmp_path, cli, plugin_site, capsys):
+    env = {**plugin_site(evil="evil_strings"), "TOKBENCH_PLUGINS": "evil,walks,attention"}
+    runs = tmp_path / "runs"
+    done = cli("run", "--task", "evil-walk", "--model", "attn-paper-a", "--seeds", "2", *SIZES, "--out", str(runs),
+               "-q", "-j", "1", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+    assert main(["leaderboard", "--records", str(runs), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (task,) = data["tasks"]
+    assert task["description"] == "<script>alert(1)</script> a|b & c" and task["params"]["tag"] == "x|y&<z>"
+    assert data["cells"][0]["seeds"] == [0, 1] and data["cells"][0]["metrics"]["parent_attention"]["n"] == 2
+
+    for fmt, raw in (("md", "<script>"), ("html", "<script>alert"), ("latex", " & c")):
+        assert main(["leaderboard", "--records", str(runs), "--format", fmt]) == 0
+        text = capsys.readouterr().out
+        assert raw not in text, fmt
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert r"&lt;script&gt;alert(1)&lt;/script&gt; a\|b &amp; c" in md and r"tag=x\|y&amp;&lt;z&gt;" in md

@@ -67,3 +67,17 @@ class PaperALayer(TokenModel):
 
     def value_matrix(self) -> torch.Tensor:
         return self.V
+
+
+def dense_forward(layer: PaperALayer, tokens: torch.Tensor) -> ModelOutput:
+    """The same layer computed literally from [A]'s formula, materialising X~ (n, N, K+M).
+
+    A reference for tests and the benchmark; it is far slower than ``forward``.
+    """
+    n, T = tokens.shape
+    K, dtype = layer.vocab_size, layer.W.dtype
+    X = torch.cat([nn.functional.one_hot(tokens, K).to(dtype), torch.zeros(n, 1, K, dtype=dtype)], dim=1)
+    X_tilde = torch.cat([X, layer.positions.expand(n, -1, -1)], dim=2)  # (n, N, K+M)
+    scores = torch.einsum("nik,kl,nl->ni", X_tilde, layer.W, X_tilde[:, -1, :])
+    attention = torch.softmax(scores, dim=1)
+    return ModelOutput(torch.einsum("ab,nib,ni->na", layer.V, X, attention), attention)

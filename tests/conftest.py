@@ -1,0 +1,49 @@
+"""Shared fixtures: run the CLI in a subprocess, install throwaway plugins through real entry points."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+FAKE_PLUGINS = Path(__file__).parent / "fake_plugins"
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``tokbench ARGS`` in a fresh interpreter, as a user would."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "tokbench.cli", *args], capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture
+def cli() -> Callable[..., subprocess.CompletedProcess]:
+    return run_cli
+
+
+@pytest.fixture
+def plugin_site(tmp_path: Path) -> Callable[..., dict[str, str]]:
+    """Install fake plugin modules as a distribution with real ``tokbench`` entry points.
+
+    Returns a function ``install(**{entry_point_name: module_name})`` giving the
+    environment (PYTHONPATH) under which the CLI sees that distribution.
+    """
+    site = tmp_path / "site"
+    site.mkdir()
+
+    def install(**entry_points: str) -> dict[str, str]:
+        dist_info = site / "tokbench_fake_plugins-0.1.dist-info"
+        dist_info.mkdir(exist_ok=True)
+        (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: tokbench-fake-plugins\nVersion: 0.1\n")
+        lines = ["[tokbench]"] + [f"{name} = {module}" for name, module in entry_points.items()]
+        (dist_info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+        for module in entry_points.values():
+            shutil.copy(FAKE_PLUGINS / f"{module}.py", site / f"{module}.py")
+        return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+
+    return install

@@ -1,0 +1,2 @@
+"""A plugin that fails while being imported."""
+raise RuntimeError("this plugin is broken on purpose")

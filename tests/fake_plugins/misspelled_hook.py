@@ -1,0 +1,7 @@
+"""A plugin that implements a hook that does not exist (a typo of register_tasks)."""
+from tokbench import hookimpl
+
+
+@hookimpl
+def register_task(register):
+    pass

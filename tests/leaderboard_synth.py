@@ -31,7 +31,8 @@ def record(task: str = "random-walk", model: str = "attn-paper-a", seed: int = 0
         "error": error, "eval_split": eval_split, "metrics": metrics,
         "train": {"steps": params["train"]["steps"], "final_loss": 0.7, "wall_seconds": 1.5 + seed,
                   **params["train"]} if ok else {},
-        "curve": {"step": [0, 25, 49], "loss": [2.0, 1.0, 0.7], "accuracy": [untrained, accuracy, accuracy]} if ok else {},
+        "curve": ({"step": [0, 25, 49], "loss": [2.0, 1.0, 0.7], "accuracy": [untrained, accuracy, accuracy]}
+                  if ok else {}),
         "attention_profile": (profile or [0.1, 0.1, 0.2, 0.6]) if ok else None,
         "meta": {"task_description": f"{task} description", "task_citation": "[A]",
                  "model_description": f"{model} description", "model_citation": "[A]",

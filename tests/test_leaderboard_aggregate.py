@@ -121,3 +121,12 @@ def test_protocol_states_seeds_recipes_lr_selection_and_failures():
     assert any("picks its learning rate per run from 0.01/0.1 by validation accuracy" in line for line in lines)
     assert any(line.startswith("1 of 3 runs failed") for line in lines)
     assert any(line.startswith("Recipe of attn-paper-a: gd, lr 1, 50 steps") for line in lines)
+
+
+def test_null_metrics_are_left_out_not_averaged():
+    recs = seeds(2, [0.5, 0.5], diagnostics={"svm_correlation": 0.9})
+    recs[1]["metrics"]["svm_correlation"] = None  # a non-finite diagnostic is written as null
+    recs[1]["curve"]["accuracy"][0] = None
+    (cell,) = build(recs).cells.values()
+    assert cell.metrics["svm_correlation"].n == 1 and cell.untrained is None
+    assert notes.gap_closed(cell) is None and not notes.at_chance(cell)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_synth import WALK, record, seeds, write
+from leaderboard_synth import record, seeds, write
 from tokbench.cli import main
 from tokbench.leaderboard.publish import FILES
 

@@ -16,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Aggregate run records (mean accuracy over seeds with a 95%% Student's t interval, the "
                     "Bayes optimum, diagnostics) and render them. Reads the records only, never the plugins.")
     parser.add_argument("--records", action="append", type=Path, metavar="DIR",
-                        help=f"folder of run records, searched recursively; repeat to merge (default: {DEFAULT_RECORDS})")
+                        help="folder of run records, searched recursively; repeat to merge "
+                             f"(default: {DEFAULT_RECORDS})")
     parser.add_argument("--format", choices=FORMATS, default="terminal",
                         help="terminal (default), md, csv, json, html, latex, or all: every format, the plots "
                              "and a copy of the records, written into --out (the published folder)")

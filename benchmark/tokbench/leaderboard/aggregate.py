@@ -214,12 +214,13 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
 def _summarise_cell(cell: Cell) -> None:
     if not cell.ok:
         return
-    names = sorted({name for r in cell.ok for name in r["metrics"]})
+    names = sorted({name for r in cell.ok for name, value in r["metrics"].items() if value is not None})
     for name in names:
-        # A diagnostic is absent where it does not apply; it is averaged over the runs that have it.
-        cell.metrics[name] = summarise([r["metrics"][name] for r in cell.ok if name in r["metrics"]])
-    starts = [r["curve"]["accuracy"][0] for r in cell.ok if r.get("curve", {}).get("accuracy")]
-    cell.untrained = summarise(starts) if len(starts) == len(cell.ok) else None
+        # A diagnostic is absent where it does not apply (null where it was not finite); it is averaged
+        # over the runs that have it.
+        cell.metrics[name] = summarise([r["metrics"][name] for r in cell.ok if r["metrics"].get(name) is not None])
+    starts = [r["curve"]["accuracy"][0] for r in cell.ok if (r.get("curve") or {}).get("accuracy")]
+    cell.untrained = summarise(starts) if len(starts) == len(cell.ok) and None not in starts else None
     for name in ("steps", "final_loss", "wall_seconds"):
         values = [r["train"][name] for r in cell.ok if _finite(r["train"].get(name))]
         setattr(cell, name, summarise(values) if values else None)
@@ -234,7 +235,8 @@ def _bayes(cells: list[Cell]) -> Stat | None:
     per_seed: dict[int, float] = {}
     for cell in cells:
         for rec in cell.ok:
-            per_seed.setdefault(rec["seed"], rec["metrics"]["bayes_accuracy"])
+            if rec["metrics"].get("bayes_accuracy") is not None:
+                per_seed.setdefault(rec["seed"], rec["metrics"]["bayes_accuracy"])
     return summarise([per_seed[s] for s in sorted(per_seed)]) if per_seed else None
 
 

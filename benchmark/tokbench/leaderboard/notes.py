@@ -35,7 +35,7 @@ def gap_closed(cell: Cell) -> Stat | None:
     fractions = []
     for rec in cell.ok:
         start = (rec.get("curve") or {}).get("accuracy") or [None]
-        bayes = rec["metrics"]["bayes_accuracy"]
+        bayes = rec["metrics"].get("bayes_accuracy")
         if start[0] is None or bayes is None or bayes <= start[0]:
             return None
         fractions.append((rec["metrics"]["accuracy"] - start[0]) / (bayes - start[0]))
@@ -74,7 +74,8 @@ def findings(board: Leaderboard) -> list[str]:
         reached = [f"{c.row.label} ({measure_text(Measure(c.accuracy))})" for c in cells if reaches_bayes(c)]
         if reached:
             verb = "reaches" if len(reached) == 1 else "reach"
-            lines.append(f"{name}: {_names(reached)} {verb} the Bayes-optimal accuracy {bayes} within the 95% interval.")
+            lines.append(f"{name}: {_names(reached)} {verb} the Bayes-optimal accuracy {bayes} "
+                         "within the 95% interval.")
         else:
             best = max(cells, key=lambda c: c.accuracy.mean)
             lines.append(f"{name}: no model reaches the Bayes-optimal accuracy {bayes}; the best, {best.row.label}, "
@@ -112,7 +113,8 @@ def protocol(board: Leaderboard) -> list[str]:
     lines = [
         "Each cell is the mean of metrics.accuracy over seeds on the task's evaluation split (the test split "
         f"unless the column names another); ± is the half-width of the {INTERVAL}. "
-        "A cell with one seed shows n=1 and no interval. The bayes-optimal row is the optimum each task reports for its data (mean over seeds).",
+        "A cell with one seed shows n=1 and no interval. The bayes-optimal row is the optimum each task reports "
+        "for its data (mean over seeds).",
         "Every task draws separate train, validation and test splits from each seed (their sizes are task "
         "parameters); models are trained on the train split only.",
     ]

@@ -129,7 +129,8 @@ def attention(board: Leaderboard, column: Column) -> Any | None:
     axes[0].legend(fontsize=7, loc="upper left")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle(_text(f"{column_header(column)}: the query's mean attention over positions ({column.eval_split} split)"))
+    fig.suptitle(_text(f"{column_header(column)}: the query's mean attention over positions "
+                       f"({column.eval_split} split)"))
     return fig
 
 

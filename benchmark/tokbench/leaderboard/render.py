@@ -84,7 +84,8 @@ th{background:#f3f3f3;cursor:pointer}tr.pinned td{font-style:italic;background:#
 # Click a header to sort its column; the bayes-optimal row stays last.
 _SCRIPT = """document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
   const body = th.closest("table").tBodies[0], pinned = body.querySelector("tr.pinned");
-  const key = r => { const c = r.cells[i]; return c.dataset.sort !== undefined ? parseFloat(c.dataset.sort) : c.textContent; };
+  const key = r => { const c = r.cells[i];
+    return c.dataset.sort !== undefined ? parseFloat(c.dataset.sort) : c.textContent; };
   const up = th.dataset.dir !== "up"; th.dataset.dir = up ? "up" : "down";
   const rows = Array.from(body.rows).filter(r => r !== pinned);
   rows.sort((a, b) => { const x = key(a), y = key(b);
@@ -96,7 +97,8 @@ _SCRIPT = """document.querySelectorAll("table.sortable th").forEach((th, i) => t
 def _html_cell(value: Value) -> str:
     if isinstance(value, Measure):
         css = ' class="best"' if value.best else ""
-        return f'<td data-sort="{_sort_key(value.stat and value.stat.mean)}"{css}>{html.escape(measure_text(value))}</td>'
+        sort = _sort_key(value.stat and value.stat.mean)
+        return f'<td data-sort="{sort}"{css}>{html.escape(measure_text(value))}</td>'
     if isinstance(value, Number):
         return f'<td data-sort="{_sort_key(value.value)}">{number_text(value)}</td>'
     return f"<td>{html.escape(value)}</td>"
@@ -153,8 +155,8 @@ def _latex_value(value: Value) -> str:
 
 
 def _latex_table(table: Table) -> str:
-    body = tabulate([[_latex_value(v) for v in row] for row in table.all_rows()], [escape_latex(h) for h in table.headers],
-                    tablefmt="latex_raw", disable_numparse=True)
+    body = tabulate([[_latex_value(v) for v in row] for row in table.all_rows()],
+                    [escape_latex(h) for h in table.headers], tablefmt="latex_raw", disable_numparse=True)
     rules = iter((r"\toprule", r"\midrule", r"\bottomrule"))
     body = re.sub(r"^\\hline$", lambda _: next(rules), body, flags=re.M)  # tabulate's three rules -> booktabs
     notes_tex = "".join(f"\n\\par\\footnotesize {escape_latex(n)}" for n in table.notes)
@@ -215,8 +217,9 @@ def _stat_json(stat: Stat | None) -> dict[str, Any] | None:
 
 def _cell_json(cell: Cell) -> dict[str, Any]:
     return {
-        "task": cell.column.slug, "model": cell.row.slug, "seeds": cell.seeds, "failed_seeds": [r["seed"] for r in cell.failed],
-        "errors": [r["error"] for r in cell.failed], "best": cell.best,
+        "task": cell.column.slug, "model": cell.row.slug, "seeds": cell.seeds,
+        "failed_seeds": [r["seed"] for r in cell.failed], "errors": [r["error"] for r in cell.failed],
+        "best": cell.best,
         "metrics": {name: _stat_json(stat) for name, stat in cell.metrics.items()},
         "untrained_accuracy": _stat_json(cell.untrained), "steps": _stat_json(cell.steps),
         "final_loss": _stat_json(cell.final_loss), "wall_seconds": _stat_json(cell.wall_seconds),

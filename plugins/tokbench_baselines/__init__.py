@@ -1,0 +1,52 @@
+"""Built-in plugin: reference baselines that anchor the leaderboard's scale.
+
+``uniform`` is the floor (1/K), ``bayes-optimal`` the ceiling (the task's own Bayes
+predictor, scored on the test split like any model), and ``last-token`` a strong
+non-attention baseline for Markov tasks. None of them is trained by gradient
+descent (recipe steps 0), and none has attention weights.
+"""
+from tokbench import ModelSpec, Recipe, hookimpl
+
+NO_TRAINING = Recipe(optimizer="adam", lr=0.0, steps=0, batch_size=0)
+
+UNIFORM = ModelSpec(
+    name="uniform",
+    version="1",
+    description=(
+        "A uniform random guess: logits are i.i.d. U(0, 1) noise drawn from a generator seeded at build time "
+        "(from the run's init seed), so the argmax is a uniformly random token and the expected accuracy is "
+        "exactly 1/V whatever the labels. Recipe: none (0 steps)."
+    ),
+    implementation="tokbench_baselines.baselines:UniformGuess",
+    recipe=NO_TRAINING,
+)
+
+LAST_TOKEN = ModelSpec(
+    name="last-token",
+    version="1",
+    description=(
+        "Predicts the most frequent next token given the last input token, counted on the training split "
+        "(a bigram table; ties and unseen last tokens go to the smallest token). Bayes-optimal on Markov "
+        "tasks such as the walks of [A]. Recipe: counting only (0 gradient steps)."
+    ),
+    implementation="tokbench_baselines.baselines:LastTokenCounts",
+    recipe=NO_TRAINING,
+)
+
+BAYES_OPTIMAL = ModelSpec(
+    name="bayes-optimal",
+    version="1",
+    description=(
+        "The task's own Bayes predictor (Task.bayes_predict), scored on the test split like any model: its "
+        "accuracy must match the task's analytic optimum within sampling error, which checks the task too. "
+        "Recipe: none (0 steps)."
+    ),
+    implementation="tokbench_baselines.baselines:BayesOptimal",
+    recipe=NO_TRAINING,
+)
+
+
+@hookimpl
+def register_models(register):
+    for spec in (UNIFORM, LAST_TOKEN, BAYES_OPTIMAL):
+        register(spec)

@@ -1,0 +1,57 @@
+"""Reference baselines: no attention, no gradient training."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tokbench.model import ModelOutput, TokenModel
+from tokbench.task import Split, Task
+
+
+class UniformGuess(TokenModel):
+    """Logits of i.i.d. U(0, 1) noise: a uniformly random guess, accuracy 1/V in expectation.
+
+    Equal logits would not do: the argmax would always pick token 0. The noise
+    comes from the module's own generator, seeded from torch's global generator
+    when the model is built (the harness seeds that from the run's init seed),
+    so a run is reproducible and each call draws fresh guesses.
+    """
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        self.generator = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+
+    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+        noise = torch.rand(tokens.shape[0], self.vocab_size, generator=self.generator)
+        return ModelOutput(noise.to(tokens.device))
+
+
+class LastTokenCounts(TokenModel):
+    """Predicts argmax_y count(last token, y) from the training split; logits are add-one-smoothed log frequencies."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        self.register_buffer("counts", torch.zeros(self.vocab_size, self.vocab_size))
+
+    def fit(self, train: Split) -> None:
+        pairs = train.tokens[:, -1] * self.vocab_size + train.labels
+        counts = torch.bincount(pairs, minlength=self.vocab_size**2).view(self.vocab_size, self.vocab_size)
+        self.counts.copy_(counts)
+
+    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+        rows = self.counts[tokens[:, -1]] + 1.0  # torch.argmax takes the first maximum: ties to the smaller token
+        return ModelOutput(torch.log(rows / rows.sum(-1, keepdim=True)))
+
+
+class BayesOptimal(TokenModel):
+    """One-hot logits on the task's Bayes-optimal prediction."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        self.task = task
+
+    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+        prediction = self.task.bayes_predict(tokens)
+        return ModelOutput(F.one_hot(prediction, self.vocab_size).float())

@@ -1,0 +1,151 @@
+"""``tokbench run``: train and evaluate every pairing of a suite, one run record each.
+
+Exit codes: 0 when every pairing of the (sharded) grid has an ok record, 1 when
+any has a failed one, 2 for usage errors (a bad name, parameter or suite file).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from tokbench.commands import loaded_registry
+from tokbench.grid import expand, parse_settings, parse_shard, shard
+from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
+from tokbench.results import git_commit, load_records
+from tokbench.runner import EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
+from tokbench.suites import builtin_suites, load_suite
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    run = subparsers.add_parser(
+        "run", help="train and evaluate every pairing of a suite (default: the default suite)",
+        description="Train and evaluate every pairing of a suite and write one run record per pairing and seed. "
+        "A rerun skips finished records, so it resumes after a crash and runs only what new plugins add.",
+        epilog="Records merge by copying folders together, e.g. the --out folders of --shard jobs.")
+    run.add_argument("--suite", default="default", metavar="NAME|FILE",
+                     help=f"a built-in suite ({', '.join(builtin_suites())}) or a suite TOML file (default: default)")
+    run.add_argument("--task", dest="tasks", action="extend", nargs="+", default=[], metavar="NAME",
+                     help="only these tasks of the suite")
+    run.add_argument("--model", dest="models", action="extend", nargs="+", default=[], metavar="NAME",
+                     help="only these models of the suite")
+    run.add_argument("--seeds", type=_positive, metavar="N", help="seeds 0..N-1 instead of the suite's")
+    run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+                     help="parameter override: task.KEY, model.KEY, train.KEY (optimizer, lr, steps, batch_size, "
+                     "lr_grid), or a bare KEY for every task, model or recipe that declares it")
+    run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
+    run.add_argument("--dry-run", action="store_true", help="list the pairings and which are done; train nothing")
+    run.add_argument("--rerun", choices=RERUN_MODES, default="missing",
+                     help="which pairings with a record run again: none (missing, the default), failed ones, or all")
+    run.add_argument("--jobs", "-j", type=_positive, default=usable_cores(), metavar="N",
+                     help="local worker processes (default: the number of cores, here %(default)s)")
+    run.add_argument("--executor", choices=EXECUTORS, default="local",
+                     help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
+    run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local Ray)")
+    run.add_argument("--shard", metavar="I/N", help="run only shard I of N (0 <= I < N), e.g. in a SLURM job array")
+    run.add_argument("-q", "--quiet", action="store_true", help="plain lines instead of the live display")
+    run.add_argument("--strict", action="store_true", help="fail on a corrupt or foreign file in --out instead of skipping it")
+    run.set_defaults(handler=_run)
+
+
+def print_summary(records: list[Mapping[str, Any]], console: Console) -> None:
+    """Mean accuracy ± std over seeds per task x model variant (to be replaced by the leaderboard's terminal view)."""
+    variants = variant_labels(records)
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[record["task"], record["model"], variants[record["config_hash"]]].append(record)
+    table = Table(title=f"{len(records)} records", title_justify="left")
+    for column in ("task", "model", "variant", "seeds ok", "accuracy", "bayes", "normalized"):
+        table.add_column(column, overflow="fold", justify="right" if column in ("accuracy", "bayes", "normalized") else "left")
+    for (task, model, variant), members in sorted(groups.items()):
+        ok = [r["metrics"] for r in members if r["status"] == "ok"]
+        cells = [_mean_std([m["accuracy"] for m in ok]), _mean_std([m.get("bayes_accuracy") for m in ok]),
+                 _mean_std([m.get("normalized_accuracy") for m in ok])]
+        table.add_row(escape(task), escape(model), escape(variant), f"{len(ok)}/{len(members)}", *cells)
+    console.print(table)
+
+
+def _mean_std(values: list[float | None]) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.3f}"
+    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
+
+
+def _print_plan(pairings: list, existing: Mapping[str, Mapping[str, Any]], todo: list, console: Console) -> None:
+    variants = variant_labels({**p.identity, "config_hash": p.config_hash} for p in pairings)
+    will_run = {p.config_hash for p in todo}
+    table = Table(title=f"{len(pairings)} pairings, {len(todo)} to run", title_justify="left")
+    for column in ("task", "model", "variant", "seed", "config", "record", "action"):
+        table.add_column(column, overflow="fold")
+    for p in pairings:
+        record = existing.get(p.config_hash)
+        state = "missing" if record is None else record["status"]
+        action = "run" if p.config_hash in will_run else "skip"
+        table.add_row(escape(p.task_spec.name), escape(p.model_spec.name), escape(variants[p.config_hash]),
+                      str(p.seed), p.config_hash, state, action)
+    console.print(table)
+
+
+def _run(args: argparse.Namespace) -> int:
+    console = Console()
+    err = Console(stderr=True)
+    registry = loaded_registry()
+    suite = load_suite(args.suite)
+    grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings))
+    if args.shard:
+        grid = shard(grid, *parse_shard(args.shard))
+    if args.ray_address and args.executor != "ray":
+        from tokbench.errors import UsageError
+
+        raise UsageError("--ray-address needs --executor ray")
+
+    loaded = load_records(args.out, strict=args.strict)
+    for problem in loaded.problems:
+        print(f"tokbench: warning: skipped {problem}", file=sys.stderr)
+    todo = plan(grid, loaded.records, args.rerun)
+    if args.dry_run:
+        _print_plan(grid, loaded.records, todo, console)
+        return 0
+
+    finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
+    if todo:
+        err.print(f"tokbench: {len(todo)} of {len(grid)} pairings to run from {suite.origin} into {args.out}/",
+                  highlight=False)
+        executor = make_executor(args.executor, args.out, git_commit(), args.jobs, len(todo), args.ray_address)
+        with make_progress(todo, console, args.quiet) as progress:
+            for record in run_grid(todo, executor, progress):
+                finished[record["config_hash"]] = record
+    else:
+        err.print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)")
+
+    records = [finished[p.config_hash] for p in grid]
+    print_summary(records, console)
+    failed = [r for r in records if r["status"] == "failed"]
+    if failed:
+        variants = variant_labels(records)
+        err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):")
+        for record in failed:
+            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False)
+        return 1
+    return 0

@@ -1,0 +1,234 @@
+"""Expand a suite into pairings: names and patterns, parameters, ``--set`` routing, filters, shards.
+
+Everything here is light (no torch): the parent of a run expands and checks the
+whole grid before any worker starts, so a bad name or parameter ends the
+command at once with one line instead of failing every pairing.
+
+Parameter precedence for one pairing, later wins: the spec's defaults; the
+recipe step cap of the suite's ``[budget]``; the block's ``"*"`` table; the
+block's table for the task or model by name; ``--set``.
+"""
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, TypeVar
+
+from tokbench.errors import ParamError, UsageError, did_you_mean, unknown_name
+from tokbench.params import parse_assignments
+from tokbench.plugins import Registry
+from tokbench.results import config_hash, identity, record_filename
+from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
+from tokbench.suites import WILDCARD, GridBlock, Suite, is_pattern
+
+NAMESPACES = ("task", "model", "train")
+RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False)
+class Pairing:
+    """One unit of work: a task and a model with resolved parameters, a recipe and a seed."""
+
+    task_spec: TaskSpec
+    model_spec: ModelSpec
+    task_params: dict[str, Any]
+    model_params: dict[str, Any]
+    recipe: Recipe
+    seed: int
+
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        params = {"task": self.task_params, "model": self.model_params, "train": self.recipe.to_json()}
+        return identity(self.task_spec.name, self.task_spec.version, self.model_spec.name, self.model_spec.version,
+                        params, self.seed)
+
+    @cached_property
+    def config_hash(self) -> str:
+        return config_hash(self.identity)
+
+    @property
+    def filename(self) -> str:
+        return record_filename(self.task_spec.name, self.model_spec.name, self.config_hash)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``--set [task.|model.|train.]key=value``; ``namespace`` None reaches every namespace that declares key."""
+
+    namespace: str | None
+    key: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace + '.' if self.namespace else ''}{self.key}={self.value}"
+
+
+def parse_settings(items: Sequence[str]) -> list[Setting]:
+    settings = []
+    for key, value in parse_assignments(items).items():
+        namespace, dot, rest = key.partition(".")
+        if dot and namespace in NAMESPACES and rest:
+            if namespace == "train" and rest not in RECIPE_KEYS:
+                raise ParamError(f"--set {key}: the training recipe has no parameter {rest!r}"
+                                 f"{did_you_mean(rest, RECIPE_KEYS)}; allowed: {', '.join(RECIPE_KEYS)}")
+            settings.append(Setting(namespace, rest, value))
+        else:
+            settings.append(Setting(None, key, value))
+    return settings
+
+
+def _declared(spec: TaskSpec | ModelSpec) -> set[str]:
+    return {p.name for p in spec.params}
+
+
+def _route(settings: Iterable[Setting], task: TaskSpec, model: ModelSpec) -> tuple[dict, dict, dict]:
+    """The ``--set`` values that reach this pairing's task, model and recipe."""
+    routed: tuple[dict, dict, dict] = ({}, {}, {})
+    declared = (_declared(task), _declared(model), set(RECIPE_KEYS))
+    for s in settings:
+        for namespace, names, target in zip(NAMESPACES, declared, routed):
+            if s.namespace in (None, namespace) and s.key in names:
+                target[s.key] = s.value
+    return routed
+
+
+def _check_settings_used(settings: Sequence[Setting], pairings: Sequence[Pairing]) -> None:
+    """A ``--set`` key that no task, model or recipe in the grid declares is a usage error."""
+    tasks = {p.task_spec.name: p.task_spec for p in pairings}
+    models = {p.model_spec.name: p.model_spec for p in pairings}
+    known = {
+        "task": set().union(*map(_declared, tasks.values())),
+        "model": set().union(*map(_declared, models.values())),
+        "train": set(RECIPE_KEYS),
+    }
+    for s in settings:
+        spaces = NAMESPACES if s.namespace is None else (s.namespace,)
+        if not any(s.key in known[ns] for ns in spaces):
+            candidates = set().union(*(known[ns] for ns in spaces))
+            where = "the grid's tasks, models or recipe" if s.namespace is None else f"the grid's {s.namespace}s"
+            raise ParamError(f"--set {s}: no parameter {s.key!r} in {where}{did_you_mean(s.key, candidates)}; "
+                             f"see `tokbench show task|model NAME`")
+
+
+def _located(where: str, build: Callable[[], T]) -> T:
+    try:
+        return build()
+    except ParamError as exc:
+        raise ParamError(f"{where}: {exc}") from None
+
+
+def _select(entries: Sequence[str], registered: Mapping[str, Any], kind: str, where: str) -> list[str]:
+    """Registered names matched by ``entries`` (names or glob patterns), in order, without repeats."""
+    selected: list[str] = []
+    for entry in entries:
+        if is_pattern(entry):
+            matches = sorted(fnmatch.filter(registered, entry))
+        elif entry in registered:
+            matches = [entry]
+        else:
+            raise UsageError(f"{where}: {unknown_name(kind, entry, registered)}")
+        selected += [m for m in matches if m not in selected]
+    return selected
+
+
+def _block_params(suite: Suite, block: GridBlock, kind: str, specs: Mapping[str, TaskSpec | ModelSpec],
+                  registered: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per selected name, the parameters the block gives it: its ``"*"`` table, then its own table."""
+    table = block.task_params if kind == "task" else block.model_params
+    entries = block.tasks if kind == "task" else block.models
+    star = table.get(WILDCARD, {})
+    for key in star:
+        if not any(key in _declared(spec) for spec in specs.values()):
+            raise ParamError(f"{suite.where('grid', block.index, kind, WILDCARD, key)}: no {kind} in this block "
+                             f"declares a parameter {key!r}")
+    for name in table:
+        where = suite.where("grid", block.index, kind, name)
+        if name == WILDCARD or name in specs:
+            continue
+        if name in registered:
+            raise UsageError(f"{where}: [grid.{kind}.{name}] names a {kind} that this block does not select")
+        if not any(map(is_pattern, entries)):  # a wildcard block tolerates tables for plugins that are absent
+            raise UsageError(f"{where}: {unknown_name(kind, name, registered)}")
+    given: dict[str, dict[str, Any]] = {}
+    for name, spec in specs.items():
+        own = table.get(name, {})
+        given[name] = {k: v for k, v in star.items() if k in _declared(spec)} | dict(own)
+        for key, value in given[name].items():
+            where = suite.where("grid", block.index, kind, name if key in own else WILDCARD, key)
+            _located(where, lambda: spec.resolve({key: value}))
+    return given
+
+
+def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec) -> Recipe:
+    recipe = model.recipe
+    if suite.max_steps is not None and recipe.steps > suite.max_steps:
+        recipe = recipe.override({"steps": suite.max_steps})
+    for key, value in block.train.items():
+        _located(suite.where("grid", block.index, "train", key), lambda: recipe.override({key: value}))
+    return recipe.override(block.train)
+
+
+def expand(
+    suite: Suite,
+    registry: Registry,
+    tasks: Sequence[str] = (),
+    models: Sequence[str] = (),
+    seeds: int | None = None,
+    settings: Sequence[Setting] = (),
+) -> list[Pairing]:
+    """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters, in suite order.
+
+    ``seeds`` replaces every block's seeds with ``0..seeds-1``. Pairings with the
+    same identity (from overlapping blocks) appear once.
+    """
+    task_filter = {registry.task(name).name for name in tasks}
+    model_filter = {registry.model(name).name for name in models}
+    pairings: dict[str, Pairing] = {}
+    for block in suite.blocks:
+        task_names = _select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks"))
+        model_names = _select(block.models, registry.models, "model", suite.where("grid", block.index, "models"))
+        task_specs = {n: registry.tasks[n] for n in task_names}
+        model_specs = {n: registry.models[n] for n in model_names}
+        task_given = _block_params(suite, block, "task", task_specs, registry.tasks)
+        model_given = _block_params(suite, block, "model", model_specs, registry.models)
+        block_seeds = tuple(range(seeds)) if seeds is not None else block.seeds
+        for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
+            for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
+                set_task, set_model, set_train = _route(settings, task, model)
+                task_params = task.resolve(task_given[task.name] | set_task)
+                model_params = model.resolve(model_given[model.name] | set_model)
+                recipe = _block_recipe(suite, block, model).override(set_train)
+                for seed in block_seeds:
+                    pairing = Pairing(task, model, task_params, model_params, recipe, seed)
+                    pairings.setdefault(pairing.config_hash, pairing)
+    grid = list(pairings.values())
+    if not grid:
+        narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
+        raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}")
+    _check_settings_used(settings, grid)
+    return grid
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"i/n"`` with ``0 <= i < n``, as in a SLURM array ``--shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT``."""
+    index, slash, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = -1, 0
+    if not slash or n < 1 or not 0 <= i < n:
+        raise UsageError(f"--shard expects i/n with 0 <= i < n (e.g. 0/4 .. 3/4), got {text!r}")
+    return i, n
+
+
+def shard(pairings: Sequence[Pairing], index: int, count: int) -> list[Pairing]:
+    """A deterministic 1/count of the grid: round robin over the pairings sorted by config hash.
+
+    The assignment depends only on the set of pairings, never on the order of the
+    suite's blocks, and every pairing belongs to exactly one shard.
+    """
+    keep = {p.config_hash for p in sorted(pairings, key=lambda p: p.config_hash)[index::count]}
+    return [p for p in pairings if p.config_hash in keep]

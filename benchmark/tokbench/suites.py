@@ -1,0 +1,235 @@
+"""Suites: TOML files that say which pairings ``tokbench run`` trains.
+
+A suite is a list of grid blocks. Each block crosses its tasks, models and
+seeds, with per-task and per-model parameters and recipe overrides; a top-level
+budget caps every recipe's steps. The format is documented in ``docs/suites.md``.
+
+This module only parses and checks the file's structure. Names and parameter
+values are checked against the plugin registry when the runner expands the
+grid; :meth:`Suite.where` gives it the file and line of each key for its errors.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokbench.errors import UsageError, did_you_mean, unknown_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+WILDCARD = "*"
+_TOP_KEYS = ("description", "seeds", "budget", "grid")
+_BUDGET_KEYS = ("max_steps",)
+_BLOCK_KEYS = ("tasks", "models", "seeds", "task", "model", "train")
+
+KeyPath = tuple[str | int, ...]
+
+
+class SuiteError(UsageError):
+    """A suite file that is malformed; the message starts with ``file:line``."""
+
+
+@dataclass(frozen=True)
+class GridBlock:
+    """One ``[[grid]]`` block: tasks x models x seeds with their parameters.
+
+    ``tasks``/``models`` hold names or glob patterns (``"*"``, ``"attn-*"``);
+    ``task_params``/``model_params`` map a name, or ``"*"`` for every member of the
+    block that declares the key, to parameter values; ``train`` overrides the recipe.
+    """
+
+    index: int
+    tasks: tuple[str, ...]
+    models: tuple[str, ...]
+    seeds: tuple[int, ...]
+    task_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    model_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    train: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    origin: str  # the file it came from, for messages
+    description: str
+    max_steps: int | None
+    blocks: tuple[GridBlock, ...]
+    lines: Mapping[KeyPath, int] = field(default_factory=dict, repr=False)
+
+    def where(self, *path: str | int) -> str:
+        """``file:line`` of the key at ``path`` (or of its nearest enclosing table)."""
+        return locate(self.origin, self.lines, path)
+
+
+def locate(origin: str, lines: Mapping[KeyPath, int], path: KeyPath) -> str:
+    for end in range(len(path), 0, -1):
+        if path[:end] in lines:
+            return f"{origin}:{lines[path[:end]]}"
+    return origin
+
+
+def is_pattern(entry: str) -> bool:
+    return any(c in entry for c in "*?[")
+
+
+def builtin_suites() -> list[str]:
+    folder = resources.files("tokbench") / "suites"
+    return sorted(p.name[: -len(".toml")] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_suite(name_or_path: str) -> Suite:
+    """A built-in suite by name, or a suite file by path."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.is_file():
+        if not path.is_file():
+            raise SuiteError(f"suite file {name_or_path} does not exist")
+        return parse_suite(path.read_text(encoding="utf-8"), origin=str(path), name=path.stem)
+    if name_or_path not in builtin_suites():
+        raise unknown_name("suite", name_or_path, builtin_suites())
+    text = (resources.files("tokbench") / "suites" / f"{name_or_path}.toml").read_text(encoding="utf-8")
+    return parse_suite(text, origin=f"suite {name_or_path!r} ({name_or_path}.toml)", name=name_or_path)
+
+
+# ---- key positions ---------------------------------------------------------------------------------------------
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*(.+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*((?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_\-]+|"[^"]*"|'[^']*'))*)\s*=""")
+_KEY_PART = re.compile(r"""[A-Za-z0-9_\-]+|"[^"]*"|'[^']*'""")
+
+
+def _dotted(text: str) -> tuple[str, ...]:
+    return tuple(part.strip("\"'") for part in _KEY_PART.findall(text))
+
+
+def key_lines(text: str) -> dict[KeyPath, int]:
+    """The line of every key and table header, by path; array-of-table entries are indexed.
+
+    tomllib parses but does not report positions, so this light scan finds them
+    for error messages. It handles headers and ``key = value`` lines, which is
+    what suites use; anything it cannot place falls back to its enclosing table.
+    """
+    lines: dict[KeyPath, int] = {}
+    arrays: dict[KeyPath, int] = {}  # array of tables -> index of its current element
+    table: KeyPath = ()
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _HEADER.match(line) if line.lstrip().startswith("[") else None
+        if header:
+            parts = _dotted(header.group(2))
+            table = ()
+            for i, part in enumerate(parts):
+                table += (part,)
+                if header.group(1) == "[[" and i == len(parts) - 1:
+                    arrays[table] = arrays.get(table, -1) + 1
+                if table in arrays:
+                    table += (arrays[table],)
+            lines.setdefault(table, number)
+        elif key := _KEY.match(line):
+            lines.setdefault(table + _dotted(key.group(1)), number)
+    return lines
+
+
+# ---- structure ---------------------------------------------------------------------------------------------------
+
+class _Checker:
+    def __init__(self, origin: str, lines: Mapping[KeyPath, int]) -> None:
+        self.origin, self.lines = origin, lines
+
+    def fail(self, path: KeyPath, message: str) -> SuiteError:
+        return SuiteError(f"{locate(self.origin, self.lines, path)}: {message}")
+
+    def keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], path: KeyPath, what: str) -> None:
+        for key in table:
+            if key not in allowed:
+                raise self.fail(path + (key,), f"unknown key {key!r} in {what}{did_you_mean(key, allowed)}; "
+                                               f"allowed: {', '.join(allowed)}")
+
+    def seeds(self, value: Any, path: KeyPath) -> tuple[int, ...]:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return tuple(range(value))
+        if (isinstance(value, list) and value and len(set(value)) == len(value)
+                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
+            return tuple(value)
+        raise self.fail(path, f"seeds must be a count N >= 1 (seeds 0..N-1) or a list of distinct seeds >= 0, got {value!r}")
+
+    def names(self, value: Any, path: KeyPath) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise self.fail(path, f'expected "*" or a list of names or patterns, got {value!r}')
+        return tuple(value)
+
+    def tables(self, value: Any, path: KeyPath) -> dict[str, dict[str, Any]]:
+        """``{name: {param: value}}`` where every value is a scalar or a list of scalars."""
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise self.fail(path, "expected tables of parameters, e.g. [grid.task.random-walk] or [grid.task.\"*\"]")
+        for name, params in value.items():
+            for key, item in params.items():
+                self.value(item, path + (name, key))
+        return value
+
+    def value(self, item: Any, path: KeyPath) -> None:
+        scalar = (bool, int, float, str)
+        if not (isinstance(item, scalar) or (isinstance(item, list) and all(isinstance(x, scalar) for x in item))):
+            raise self.fail(path, f"{path[-1]} must be a number, string, boolean or list of numbers")
+
+
+def parse_suite(text: str, origin: str, name: str) -> Suite:
+    """Parse suite TOML; unknown keys and malformed values raise :class:`SuiteError` with ``file:line``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{origin}: invalid TOML: {exc}") from None
+    check = _Checker(origin, key_lines(text))
+    check.keys(data, _TOP_KEYS, (), "the suite")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise check.fail(("description",), "description must be a string")
+    default_seeds = check.seeds(data["seeds"], ("seeds",)) if "seeds" in data else None
+
+    budget = data.get("budget", {})
+    if not isinstance(budget, dict):
+        raise check.fail(("budget",), "budget must be a table, e.g. [budget] max_steps = 100")
+    check.keys(budget, _BUDGET_KEYS, ("budget",), "[budget]")
+    max_steps = budget.get("max_steps")
+    if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps >= 0):
+        raise check.fail(("budget", "max_steps"), f"max_steps must be an integer >= 0, got {max_steps!r}")
+
+    grid = data.get("grid")
+    if not isinstance(grid, list) or not grid:
+        raise check.fail(("grid",), "a suite needs at least one [[grid]] block")
+    blocks = []
+    for index, block in enumerate(grid):
+        path: KeyPath = ("grid", index)
+        check.keys(block, _BLOCK_KEYS, path, f"[[grid]] block {index + 1}")
+        for required in ("tasks", "models"):
+            if required not in block:
+                raise check.fail(path, f"[[grid]] block {index + 1} needs {required!r} (a list of names, or \"*\")")
+        if "seeds" in block:
+            seeds = check.seeds(block["seeds"], path + ("seeds",))
+        elif default_seeds is not None:
+            seeds = default_seeds
+        else:
+            raise check.fail(path, f"[[grid]] block {index + 1} has no seeds; set seeds = N at the top or in the block")
+        train = block.get("train", {})
+        if not isinstance(train, dict):
+            raise check.fail(path + ("train",), "train must be a table of recipe overrides, e.g. [grid.train] steps = 100")
+        for key, item in train.items():
+            check.value(item, path + ("train", key))
+        blocks.append(GridBlock(
+            index=index,
+            tasks=check.names(block["tasks"], path + ("tasks",)),
+            models=check.names(block["models"], path + ("models",)),
+            seeds=seeds,
+            task_params=check.tables(block.get("task", {}), path + ("task",)),
+            model_params=check.tables(block.get("model", {}), path + ("model",)),
+            train=train,
+        ))
+    return Suite(name, origin, description, max_steps, tuple(blocks), check.lines)

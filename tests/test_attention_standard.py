@@ -60,3 +60,80 @@ def test_structured_forward_equals_dense_layer(walk, name, params):
     torch.testing.assert_close(out.logits, logits, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(out.head_attention, attention, rtol=1e-4, atol=1e-6)
     torch.testing.assert_close(out.attention, attention.mean(1))
+
+
+def test_head_attention_only_on_request(walk):
+    model = build("attn-alibi", walk, heads=4, d=8)
+    tokens = walk.make_split("train", 0).tokens
+    assert model(tokens).head_attention is None
+    out = model(tokens, head_attention=True)
+    assert out.head_attention.shape == (len(tokens), 4, walk.context_length)
+    assert not torch.allclose(out.head_attention[:, 0], out.head_attention[:, 3])  # ALiBi slopes differ per head
+    torch.testing.assert_close(out.attention, out.head_attention.mean(1))
+
+
+@pytest.mark.parametrize("name", ["attn-nope", "attn-rope", "attn-learned", "attn-t5bias", "attn-onehot-concat"])
+def test_zero_init_starts_uniform_with_zero_logits_and_then_moves(walk, name):
+    model = build(name, walk, init="zero", query="slot")
+    split = walk.make_split("train", 0)
+    out = model(split.tokens)
+    torch.testing.assert_close(out.attention, torch.full_like(out.attention, 1 / (walk.context_length + 1)))
+    assert out.logits.abs().max() == 0
+    model.loss(out, split.labels).backward()
+    assert model.output.weight.grad.abs().max() > 0  # the value path starts learning at once
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    optimizer.step()
+    optimizer.zero_grad()
+    model.loss(model(split.tokens), split.labels).backward()
+    assert model.key.weight.grad.abs().max() > 0  # and then the attention
+
+
+def test_the_zero_init_presets_start_like_paper_a(walk):
+    for name in ("attn-rope-zeroinit", "attn-onehot-concat-zeroinit"):
+        spec = registry().model(name)
+        assert spec.resolve()["init"] == "zero" and spec.resolve()["query"] == "slot"
+
+
+def test_gaussian_init_draws_every_parameter_at_sigma(walk):
+    model = build("attn-learned", walk, init="gaussian", init_sigma=0.02, d=32)
+    values = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert values.std().item() == pytest.approx(0.02, rel=0.1)
+
+
+def test_nope_with_a_query_slot_sees_a_bag_of_tokens(walk):
+    model = build("attn-nope", walk, query="slot")
+    tokens = walk.make_split("train", 0).tokens
+    shuffled = tokens[:, torch.randperm(tokens.shape[1], generator=torch.Generator().manual_seed(1))]
+    torch.testing.assert_close(model(shuffled).logits, model(tokens).logits)
+
+
+def test_key_query_reproduces_the_scores_where_the_layer_is_bilinear(walk):
+    model = build("attn-t5bias", walk)
+    W, E = model.key_query()
+    tokens = walk.make_split("train", 0).tokens
+    L = tokens.shape[1]
+    scores = torch.einsum("nld,de,ne->nl", E[tokens], W, E[tokens[:, -1]])
+    scores = scores + model.positional.bias(torch.tensor([L - 1]), torch.arange(L))[0]
+    torch.testing.assert_close(model(tokens).attention, scores.softmax(-1))
+    assert build("attn-rope", walk).key_query() is None
+    assert build("attn-nope", walk, heads=2).key_query() is None
+    assert build("attn-nope", walk, query="slot").key_query() is None
+
+
+def test_value_matrix_maps_an_attended_token_to_its_logits(walk):
+    model = build("attn-nope", walk, heads=2)
+    V = model.value_matrix()
+    assert V.shape == (walk.vocab_size, walk.vocab_size)
+    token = 3
+    tokens = torch.full((1, walk.context_length), token)  # attention can only land on `token`
+    torch.testing.assert_close(model(tokens).logits[0], V[:, token])
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("attn-nope", {"d": 10, "heads": 3}, "multiple of heads"),
+    ("attn-rope", {"d": 6, "heads": 2}, "even"),
+    ("attn-t5bias", {"t5_buckets": 32, "t5_max_distance": 8}, "t5_max_distance"),
+])
+def test_bad_shapes_are_usage_errors(walk, name, params, message):
+    with pytest.raises(ParamError, match=message):
+        build(name, walk, **params)

@@ -42,8 +42,8 @@ STANDARD_PARAMS = (
     Param("query", "str", "last", "the query: the last input token, or a learned query slot appended after it",
           choices=("last", "slot")),
     Param("init", "str", "default", "default: torch's init; zero: key and output projections (and learned "
-          "positional parameters) zero, so attention starts uniform and logits at 0; gaussian: every "
-          "parameter N(0, init_sigma^2)", choices=("default", "zero", "gaussian")),
+          "positional parameters) zero, so attention starts uniform and logits at 0, the rest default; "
+          "gaussian: every parameter N(0, init_sigma^2)", choices=("default", "zero", "gaussian")),
     Param("init_sigma", "float", 0.01, "standard deviation of the gaussian init", low=0.0),
 )
 BASE = Param("base", "float", 10000.0, "wavelength base of the sinusoids", low=1.0)
@@ -71,15 +71,18 @@ VARIANTS = {
 }
 
 
-def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...], init: str = "default") -> ModelSpec:
-    params = tuple(replace(p, default=init) if p.name == "init" else p for p in STANDARD_PARAMS)
+def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...], **defaults: str) -> ModelSpec:
+    """A family member; ``defaults`` overrides parameter defaults for a named preset."""
+    params = tuple(replace(p, default=defaults.get(p.name, p.default)) for p in STANDARD_PARAMS)
+    start = ", ".join(f"{key} {value}" for key, value in defaults.items()) or "query last, init default"
     return ModelSpec(
         name=name,
         version="1",
         description=(
             f"Standard single-layer softmax attention, {encoding}: embeddings of width d, one query (last token "
             f"or slot), 1/sqrt(d/heads) scaling, value and output projections to logits, cross-entropy; "
-            f"init {init}. Recipe: {STANDARD_RECIPE.describe()}."
+            f"{start}. Recipe: {STANDARD_RECIPE.describe()}; where a task needs another lr, set "
+            f"train.lr_grid (chosen on the validation split, never on test)."
         ),
         citation=CITATION_POSITIONS,
         implementation=f"tokbench_attention.standard:{cls}",
@@ -89,8 +92,10 @@ def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...],
 
 
 STANDARD = tuple(_standard_spec(f"attn-{key}", *row) for key, row in VARIANTS.items())
-# Named init presets: the like-for-like rows of [A]'s zero-initialisation pitfall.
-ZERO_INIT = tuple(_standard_spec(f"attn-{key}-zeroinit", *VARIANTS[key], init="zero") for key in ("rope", "onehot-concat"))
+# Named presets for [A]'s starting point: a query slot, attention uniform and outputs zero at step 0.
+ZERO_INIT = tuple(
+    _standard_spec(f"attn-{key}-zeroinit", *VARIANTS[key], query="slot", init="zero") for key in ("rope", "onehot-concat")
+)
 
 
 @hookimpl

@@ -86,8 +86,11 @@ def test_deterministic_walk_attention_is_exactly_uniform_per_sample():
     model, _, _ = _train(task, spec, spec.resolve({}), spec.recipe, 0, train, None, "cpu")
     attention = predict(model, task.make_split("test", 0).tokens).attention[:, :96]
     assert float((attention.max(1).values - attention.min(1).values).max()) < 1e-6
-    # V stays proportional to the all-ones matrix: every entry equal.
-    assert float(model.V.max() - model.V.min()) < 1e-9
+    # V = v 1^T: every row constant, so f = V X a depends on no token. [A] states V stays
+    # proportional to the all-ones matrix; with a finite sample the label counts differ a
+    # little, and so do the rows of v (each row's gradient is weighted by its label's count).
+    V = model.V.detach()
+    assert float((V.max(1).values - V.min(1).values).max()) < 1e-9
 
 
 def test_k20_n101_random_walk():

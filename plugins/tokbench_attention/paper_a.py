@@ -44,6 +44,7 @@ class PaperALayer(TokenModel):
         K, N, M = self.vocab_size, self.context_length + 1, params["position_dim"]
         self.eps = params["eps"]
         self.register_buffer("positions", position_vectors(N, M, params["positions"], params["position_norm"], dtype))
+        self.register_buffer("query", torch.cat([torch.zeros(K, dtype=dtype), self.positions[-1]]))  # x~_N = [0; p_N]
         self.V = nn.Parameter(torch.zeros(K, K, dtype=dtype))
         self.W = nn.Parameter(torch.zeros(K + M, K + M, dtype=dtype))
         if params["init"] == "gaussian":
@@ -53,7 +54,9 @@ class PaperALayer(TokenModel):
     def forward(self, tokens: torch.Tensor) -> ModelOutput:
         n, T = tokens.shape
         K = self.vocab_size
-        u = self.W[:, K:] @ self.positions[-1]  # W x~_N; the token part of x~_N is zero
+        # W x~_N as one matrix-vector product: its backward is a single outer product,
+        # where slicing W first would add a full-size zero fill and copy per step.
+        u = self.W @ self.query
         position_scores = self.positions @ u[K:]  # (N,) <p_i, u_pos>, the query slot last
         scores = torch.cat([u[:K][tokens] + position_scores[:T], position_scores[T:].expand(n, 1)], dim=1)
         attention = torch.softmax(scores, dim=1)  # (n, N); column N is the query slot

@@ -130,3 +130,18 @@ def test_null_metrics_are_left_out_not_averaged():
     (cell,) = build(recs).cells.values()
     assert cell.metrics["svm_correlation"].n == 1 and cell.untrained is None
     assert notes.gap_closed(cell) is None and not notes.at_chance(cell)
+
+
+def test_findings_group_models_and_explain_a_training_split_above_the_optimum():
+    scc = {"task": "scc-implicit-bias", "task_params": {"n": 6}, "eval_split": "train", "bayes": 0.25}
+    recs = [rec for i, model in enumerate(("a", "b", "c", "d"))
+            for rec in seeds(3, [0.98, 1.0, 0.99], model=model, diagnostics={"svm_correlation": 0.9 + i / 100}, **scc)]
+    recs += seeds(3, [0.2, 0.3, 0.25], model="e", **scc)
+    text = notes.findings(build(recs))
+    assert text == [
+        "scc-implicit-bias (train split): e (0.250 ± 0.124) reaches the Bayes-optimal accuracy 0.250 within the 95% "
+        "interval.",
+        "scc-implicit-bias (train split): every model except e (0.250 ± 0.124) exceeds the Bayes-optimal accuracy "
+        "0.250: on its train split a model can fit the sample beyond the optimum of the distribution.",
+        "scc-implicit-bias (train split): largest mean svm_correlation: d (0.930 ± 0.000).",
+    ]

@@ -4,7 +4,9 @@ No number here is typed: each sentence is built from the aggregated records.
 Two verdicts drive the findings, both judged per seed and then across seeds:
 
 - *reaches the Bayes optimum*: the upper end of the 95% interval of the
-  normalised accuracy (accuracy / Bayes-optimal accuracy) is at least 1;
+  normalised accuracy (accuracy / Bayes-optimal accuracy) is at least 1; it
+  *exceeds* it when the lower end is above 1 (on a training split a model can fit
+  the sample beyond the optimum of the distribution);
 - *stays at chance*: on average over seeds, the model closes less than
   ``CHANCE_GAP`` of the gap from its untrained accuracy (the training accuracy at
   step 0) to the Bayes optimum. The mean, not the interval: with a few seeds the
@@ -28,6 +30,12 @@ def reaches_bayes(cell: Cell) -> bool:
     """True when the cell's normalised accuracy is within its 95% interval of 1."""
     stat = cell.metrics.get("normalized_accuracy")
     return stat is not None and stat.high >= 1.0
+
+
+def exceeds_bayes(cell: Cell) -> bool:
+    """True when even the lower end of the 95% interval of the normalised accuracy is above 1."""
+    stat = cell.metrics.get("normalized_accuracy")
+    return stat is not None and stat.low > 1.0
 
 
 def gap_closed(cell: Cell) -> Stat | None:
@@ -62,8 +70,27 @@ def _names(labels: list[str]) -> str:
     return labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + " and " + labels[-1]
 
 
+def _with_accuracy(cell: Cell) -> str:
+    return f"{cell.row.label} ({measure_text(Measure(cell.accuracy))})"
+
+
+def _who(chosen: list[Cell], cells: list[Cell]) -> tuple[str, bool]:
+    """Name ``chosen`` among ``cells`` as briefly as is exact; the flag says whether the verb is plural."""
+    if len(cells) > 1 and len(chosen) == len(cells):
+        return "every model", False
+    if len(cells) > 3 and len(chosen) > len(cells) / 2:
+        rest = [c for c in cells if c not in chosen]
+        return f"every model except {_names([_with_accuracy(c) for c in rest])}", False
+    return _names([_with_accuracy(c) for c in chosen]), len(chosen) > 1
+
+
+def _sentence(subject: tuple[str, bool], singular: str, plural: str, rest: str) -> str:
+    who, many = subject
+    return f"{who} {plural if many else singular} {rest}"
+
+
 def findings(board: Leaderboard) -> list[str]:
-    """Short statements of what the numbers show, one per task and rule."""
+    """Short statements of what the numbers show, per task and rule."""
     lines: list[str] = []
     for column in board.columns:
         cells = [c for c in board.column_cells(column) if c.accuracy is not None]
@@ -71,22 +98,35 @@ def findings(board: Leaderboard) -> list[str]:
             continue
         name = column_header(column)
         bayes = f"{column.bayes.mean:.{DIGITS}f}"
-        reached = [f"{c.row.label} ({measure_text(Measure(c.accuracy))})" for c in cells if reaches_bayes(c)]
+        exceeded = [c for c in cells if exceeds_bayes(c)]
+        reached = [c for c in cells if reaches_bayes(c) and c not in exceeded]
         if reached:
-            verb = "reaches" if len(reached) == 1 else "reach"
-            lines.append(f"{name}: {_names(reached)} {verb} the Bayes-optimal accuracy {bayes} "
-                         "within the 95% interval.")
-        else:
+            lines.append(f"{name}: " + _sentence(_who(reached, cells), "reaches", "reach",
+                                                 f"the Bayes-optimal accuracy {bayes} within the 95% interval."))
+        if exceeded:
+            why = (f": on its {column.eval_split} split a model can fit the sample beyond the optimum of the "
+                   "distribution" if column.eval_split != "test" else ", beyond the 95% interval")
+            lines.append(f"{name}: " + _sentence(_who(exceeded, cells), "exceeds", "exceed",
+                                                 f"the Bayes-optimal accuracy {bayes}{why}."))
+        if not reached and not exceeded:
             best = max(cells, key=lambda c: c.accuracy.mean)
             lines.append(f"{name}: no model reaches the Bayes-optimal accuracy {bayes}; the best, {best.row.label}, "
                          f"{_verdict(best).removeprefix('reaches ')}.")
-        stuck = [f"{c.row.label} ({measure_text(Measure(c.accuracy))})" for c in cells if at_chance(c)]
+        stuck = [c for c in cells if at_chance(c)]
         if stuck:
-            verb = "stays" if len(stuck) == 1 else "stay"
-            lines.append(f"{name}: {_names(stuck)} {verb} at chance, closing on average less than {CHANCE_GAP:.0%} "
-                         "of the gap from the untrained accuracy to the optimum.")
+            lines.append(f"{name}: " + _sentence(_who(stuck, cells), "stays", "stay",
+                                                 f"at chance, closing on average less than {CHANCE_GAP:.0%} of the "
+                                                 "gap from the untrained accuracy to the optimum."))
         lines.extend(_variant_contrasts(name, cells))
+        largest = [_largest(cells, diagnostic) for diagnostic in board.diagnostics(column)]
+        if largest:
+            lines.append(f"{name}: " + "; ".join(largest) + ".")
     return lines
+
+
+def _largest(cells: list[Cell], diagnostic: str) -> str:
+    top = max((c for c in cells if diagnostic in c.metrics), key=lambda c: c.metrics[diagnostic].mean)
+    return f"largest mean {diagnostic}: {top.row.label} ({measure_text(Measure(top.metrics[diagnostic]))})"
 
 
 def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
@@ -161,5 +201,6 @@ def verdicts(cell: Cell) -> dict[str, Any]:
     """The machine-readable form of the verdicts, for the JSON output."""
     closed = gap_closed(cell)
     return {"reaches_bayes": reaches_bayes(cell) if cell.ok else None,
+            "exceeds_bayes": exceeds_bayes(cell) if cell.ok else None,
             "at_chance": at_chance(cell) if closed is not None else None,
             "gap_closed": None if closed is None else {"mean": closed.mean, "ci95": closed.half_width}}

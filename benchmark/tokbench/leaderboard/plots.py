@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +35,13 @@ def _figure(width: float, height: float) -> Any:
     return Figure(figsize=(width, height), dpi=100, layout="constrained")
 
 
-def _save(fig: Any, folder: Path, stem: str, svg: bool = False) -> str:
+def _save(fig: Any, folder: Path, stem: str, svg: bool) -> None:
     import matplotlib
 
     with matplotlib.rc_context({"svg.hashsalt": "tokbench", "svg.fonttype": "none"}):
         fig.savefig(folder / f"{stem}.png", metadata=_PNG)
         if svg:
             fig.savefig(folder / f"{stem}.svg", metadata=_SVG)
-    return f"{PLOTS_DIR}/{stem}.png"
 
 
 def heatmap(board: Leaderboard) -> Any:
@@ -81,13 +82,29 @@ def mean_curve(cell: Cell) -> dict[str, list[float]] | None:
     return {"step": list(steps), **{key: _mean_series([c[key] for c in same]) for key in ("loss", "accuracy")}}
 
 
-def curves(board: Leaderboard, column: Column) -> Any | None:
+def _colors(n: int) -> list[Any]:
+    """``n`` distinct colours: tab10 up to ten lines, tab20 up to twenty, then evenly spaced."""
+    import matplotlib
+
+    if n <= 10:
+        return [matplotlib.colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [matplotlib.colormaps["tab20"](i) for i in range(n)]
+    return [matplotlib.colormaps["turbo"](i / (n - 1)) for i in range(n)]
+
+
+def curve_lines(board: Leaderboard, column: Column) -> list[tuple[str, dict[str, list[float]]]]:
+    """(model label, mean curve) of each model with a training curve on ``column``."""
+    return [(cell.row.label, curve) for cell in board.column_cells(column) if (curve := mean_curve(cell))]
+
+
+def curves(column: Column, lines: list[tuple[str, dict[str, list[float]]]]) -> Any:
     """Training loss and accuracy against steps on one task, one line per model."""
-    lines = [(cell.row.label, curve) for cell in board.column_cells(column) if (curve := mean_curve(cell))]
-    if not lines:
-        return None
-    fig = _figure(11, 4)
+    fig = _figure(13, 4)
     loss_ax, acc_ax = fig.subplots(1, 2)
+    colors = _colors(len(lines))
+    for ax in (loss_ax, acc_ax):
+        ax.set_prop_cycle(color=colors)
     for label, curve in lines:
         loss_ax.plot(curve["step"], curve["loss"], label=_text(label))
         acc_ax.plot(curve["step"], curve["accuracy"], label=_text(label))
@@ -96,7 +113,7 @@ def curves(board: Leaderboard, column: Column) -> Any | None:
     for ax, name in ((loss_ax, "training loss"), (acc_ax, "training accuracy")):
         ax.set_xlabel("step")
         ax.set_ylabel(name)
-    acc_ax.legend(fontsize=7, loc="best")
+    fig.legend(*acc_ax.get_legend_handles_labels(), loc="outside right center", fontsize=7)
     fig.suptitle(_text(f"{column_header(column)}: training curves (mean over seeds)"))
     return fig
 
@@ -110,11 +127,13 @@ def mean_profile(cell: Cell) -> list[float] | None:
     return _mean_series([p for p in profiles if len(p) == length])
 
 
-def attention(board: Leaderboard, column: Column) -> Any | None:
+def profile_panels(board: Leaderboard, column: Column) -> list[tuple[str, list[float]]]:
+    """(model label, mean attention profile) of each model with attention on ``column``."""
+    return [(cell.row.label, profile) for cell in board.column_cells(column) if (profile := mean_profile(cell))]
+
+
+def attention(column: Column, panels: list[tuple[str, list[float]]]) -> Any:
     """One panel per model: the query's mean attention over the input positions on the eval split."""
-    panels = [(cell.row.label, profile) for cell in board.column_cells(column) if (profile := mean_profile(cell))]
-    if not panels:
-        return None
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig = _figure(4 * ncols, 2.6 * nrows)
@@ -134,17 +153,45 @@ def attention(board: Leaderboard, column: Column) -> Any | None:
     return fig
 
 
-def write_plots(board: Leaderboard, out: Path) -> list[Image]:
-    """Write every plot into ``out/plots`` (stale plot files there are removed); return them as document images."""
+@dataclass(frozen=True)
+class Plot:
+    """One planned plot: its place in the document, and how to draw it."""
+
+    image: Image
+    draw: Callable[[], Any]
+    svg: bool = False
+
+    @property
+    def files(self) -> list[str]:
+        """Its file names in the plots folder."""
+        stem = Path(self.image.path).stem
+        return [f"{stem}.png", *([f"{stem}.svg"] if self.svg else [])]
+
+
+def plan(board: Leaderboard) -> list[Plot]:
+    """Every plot the records allow: the heatmap, then per task the curves and the attention profiles.
+
+    Planning draws nothing and imports no matplotlib, so the documents that link
+    the plots can be rendered (and checked) without drawing them.
+    """
+    plots = [Plot(Image("Normalised accuracy, models x tasks", f"{PLOTS_DIR}/heatmap.png"),
+                  partial(heatmap, board), svg=True)]
+    for column in board.columns:
+        name = column_header(column)
+        if lines := curve_lines(board, column):
+            plots.append(Plot(Image(f"{name}: training curves", f"{PLOTS_DIR}/curves-{column.slug}.png"),
+                              partial(curves, column, lines)))
+        if panels := profile_panels(board, column):
+            plots.append(Plot(Image(f"{name}: mean attention over positions",
+                                    f"{PLOTS_DIR}/attention-{column.slug}.png"), partial(attention, column, panels)))
+    return plots
+
+
+def write_plots(plots: list[Plot], out: Path) -> None:
+    """Draw ``plots`` into ``out/plots``, removing stale plot files there."""
     folder = out / PLOTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     for old in [*folder.glob("*.png"), *folder.glob("*.svg")]:
         old.unlink()
-    images = [Image("Normalised accuracy, models x tasks", _save(heatmap(board), folder, "heatmap", svg=True))]
-    for column in board.columns:
-        for kind, make, caption in (("curves", curves, "training curves"),
-                                    ("attention", attention, "mean attention over positions")):
-            fig = make(board, column)
-            if fig is not None:
-                images.append(Image(f"{column_header(column)}: {caption}", _save(fig, folder, f"{kind}-{column.slug}")))
-    return images
+    for plot in plots:
+        _save(plot.draw(), folder, Path(plot.image.path).stem, plot.svg)

@@ -55,19 +55,26 @@ def write_format(board: Leaderboard, fmt: str, out: Path) -> Path:
     return path
 
 
+def published_texts(board: Leaderboard, images: Sequence[Image] | None = None) -> dict[str, str]:
+    """The text files of the published folder by name, linking the plots that :func:`publish` draws."""
+    if images is None:
+        from tokbench.leaderboard.plots import plan
+
+        images = [plot.image for plot in plan(board)]
+    return {name: render(board, fmt, images, REGENERATE) for fmt, name in FILES.items()}
+
+
 def publish(board: Leaderboard, records: Sequence[dict[str, Any]], sources: Sequence[Path], out: Path) -> list[Path]:
     """Write the published folder into ``out``: its records, plots and every text format."""
-    from tokbench.leaderboard.plots import write_plots
+    from tokbench.leaderboard.plots import PLOTS_DIR, plan, write_plots
 
     out.mkdir(parents=True, exist_ok=True)
     _copy_records(records, sources, out / RECORDS_DIR)
-    images = write_plots(board, out)
-    written = []
-    for fmt, name in FILES.items():
-        path = out / name
-        path.write_text(render(board, fmt, images, REGENERATE), encoding="utf-8")
-        written.append(path)
-    return written + [out / image.path for image in images]
+    plots = plan(board)
+    write_plots(plots, out)
+    for name, text in published_texts(board, [plot.image for plot in plots]).items():
+        (out / name).write_text(text, encoding="utf-8")
+    return [out / name for name in FILES.values()] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
 
 
 def _copy_records(records: Sequence[dict[str, Any]], sources: Sequence[Path], folder: Path) -> None:

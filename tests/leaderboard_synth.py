@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tokbench.leaderboard.aggregate import Section, build
 from tokbench.results import config_hash, identity, validate, write_record
 
 WALK = {"K": 6, "context_length": 8, "p": 0.5, "train_size": 100, "val_size": 100, "test_size": 100}
@@ -53,3 +54,8 @@ def write(folder: Path, records: list[dict[str, Any]]) -> Path:
 def seeds(n: int, accuracies: list[float], **kwargs: Any) -> list[dict[str, Any]]:
     """``n`` records of one pairing with the given per-seed accuracies."""
     return [record(seed=s, accuracy=a, **kwargs) for s, a in zip(range(n), accuracies)]
+
+
+def sections(records: list[dict[str, Any]], name: str = "") -> list[Section]:
+    """The records as the only section of a leaderboard, as `tokbench leaderboard --records DIR` loads them."""
+    return [Section(name, build(records), records, [])]

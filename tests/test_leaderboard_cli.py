@@ -40,14 +40,14 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
                      "curves-random-walk.png", "heatmap.png", "heatmap.svg"]
     svg = (out / "plots" / "heatmap.svg").read_text()
     assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # nothing that changes from run to run
-    assert "tokbench leaderboard --records leaderboard/records --format all --out leaderboard" in readme
+    assert f"tokbench leaderboard --records {out.as_posix()}/records --format all --out {out.as_posix()}" in readme
     assert "## Failed runs" in readme and "NonFiniteLossError" in readme
     assert len(list((out / "records").glob("*.json"))) == len(_records())
 
     # The published folder regenerates from its own records, byte for byte.
-    again = tmp_path / "again"
-    assert main(["leaderboard", "--records", str(out / "records"), "--format", "all", "--out", str(again)]) == 0
-    assert _texts(again) == _texts(out)
+    before = _texts(out)
+    assert main(["leaderboard", "--records", str(out / "records"), "--format", "all", "--out", str(out)]) == 0
+    assert _texts(out) == before and len(list((out / "records").glob("*.json"))) == len(_records())
 
 
 def test_publish_replaces_stale_records(tmp_path):
@@ -58,13 +58,29 @@ def test_publish_replaces_stale_records(tmp_path):
     assert len(list(stale.glob("*.json"))) == 3 and not list(stale.glob("*__old__*"))
 
 
+def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path, capsys):
+    paper = write(tmp_path / "paper", _records()[3:9])
+    default = write(tmp_path / "default", _records()[:3])
+    out = tmp_path / "board"
+    named = ["--records", f"paper={paper}", "--records", f"default={default}"]
+    assert main(["leaderboard", *named, "--format", "json"]) == 0
+    assert [s["name"] for s in json.loads(capsys.readouterr().out)["sections"]] == ["paper", "default"]
+    assert main(["leaderboard", *named, "--format", "all", "--out", str(out)]) == 0
+    assert len(list((out / "records" / "paper").glob("*.json"))) == 6
+    assert len(list((out / "records" / "default").glob("*.json"))) == 3
+    assert {p.name for p in (out / "plots").glob("*heatmap.png")} == {"paper-heatmap.png", "default-heatmap.png"}
+    readme = (out / "README.md").read_text()
+    assert re.findall(r"^## (\w+)$", readme, flags=re.M) == ["paper", "default", "Regenerate"]
+    assert f"tokbench run --suite paper --out {out.as_posix()}/records/paper" in readme
+
+
 def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
     source = write(tmp_path / "a", _records()[:3])
     extra = write(tmp_path / "b", _records()[3:6])
     assert main(["leaderboard", "--records", str(source), "--records", str(extra), "--format", "json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert [t["label"] for t in data["tasks"]] == ["deterministic-walk", "random-walk"]
+    (section,) = json.loads(capsys.readouterr().out)["sections"]
+    assert [t["label"] for t in section["tasks"]] == ["deterministic-walk", "random-walk"]
     assert main(["leaderboard", "--records", str(source), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t" / "leaderboard.tex").read_text().count(r"\toprule") == 2
     assert main(["leaderboard", "--records", str(source)]) == 0
@@ -78,6 +94,7 @@ def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
     (["--records", "{corrupt}"], "corrupt JSON"),
     (["--records", "{empty}", "--format", "all"], "give --out DIR"),
     (["--records", "{empty}", "--out", "x"], "--format terminal prints"),
+    (["--records", "a={empty}", "--records", "{empty}"], "name every folder"),
 ])
 def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, args, message):
     (tmp_path / "empty").mkdir()

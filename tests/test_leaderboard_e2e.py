@@ -17,7 +17,7 @@ def test_run_then_leaderboard_escapes_plugin_strings(tmp_path, cli, plugin_site,
     assert done.returncode == 0, done.stderr
 
     assert main(["leaderboard", "--records", str(runs), "--format", "json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    (data,) = json.loads(capsys.readouterr().out)["sections"]
     (task,) = data["tasks"]
     assert task["description"] == "<script>alert(1)</script> a|b & c" and task["params"]["tag"] == "x|y&<z>"
     assert data["cells"][0]["seeds"] == [0, 1] and data["cells"][0]["metrics"]["parent_attention"]["n"] == 2

@@ -10,8 +10,7 @@ import re
 import pytest
 from rich.console import Console
 
-from leaderboard_synth import WALK, seeds
-from tokbench.leaderboard.aggregate import build
+from leaderboard_synth import WALK, sections, seeds
 from tokbench.leaderboard.document import document
 from tokbench.leaderboard.publish import FILES, render
 from tokbench.leaderboard.render import to_terminal
@@ -22,7 +21,7 @@ EVIL_MODEL = "model|&<b>"
 
 
 @pytest.fixture(scope="module")
-def evil_board():
+def evil_sections():
     meta = {"task_description": NASTY, "model_description": NASTY, "task_citation": NASTY, "recipe": NASTY}
     recs = seeds(2, [0.5, 0.4], task=EVIL_TASK, model=EVIL_MODEL, task_params={**WALK, "mode": NASTY},
                  model_params={"note": NASTY}, meta=meta)
@@ -30,11 +29,11 @@ def evil_board():
                   model_params={"note": NASTY}, meta=meta)
     recs += [seeds(1, [0.0], task=EVIL_TASK, model=EVIL_MODEL, task_params={**WALK, "mode": "plain"},
                    model_params={"note": "other"}, error=f"ValueError: {NASTY}", meta=meta)[0]]
-    return build(recs)
+    return sections(recs)
 
 
-def test_markdown_escapes_html_pipes_and_markup(evil_board):
-    text = render(evil_board, "md")
+def test_markdown_escapes_html_pipes_and_markup(evil_sections):
+    text = render(evil_sections, "md")
     assert "<script>" not in text and "<b>" not in text
     assert "&lt;script&gt;" in text and "&amp;" in text and r"a\|b" in text and r"\$x\$" in text
     for table in re.findall(r"(?:^\|.*\|$\n?)+", text, flags=re.M):
@@ -43,35 +42,36 @@ def test_markdown_escapes_html_pipes_and_markup(evil_board):
         assert len(widths) == 1, table  # no pipe from a record splits a cell
 
 
-def test_html_escapes_everything_and_has_one_script(evil_board):
-    text = render(evil_board, "html")
+def test_html_escapes_everything_and_has_one_script(evil_sections):
+    text = render(evil_sections, "html")
     assert text.count("<script>") == 1  # the page's own sorting script, nothing from a record
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "<b>" not in text
     assert "http://" not in text and "https://" not in text  # standalone: no network dependencies
 
 
-def test_latex_escapes_specials(evil_board):
-    text = render(evil_board, "latex")
+def test_latex_escapes_specials(evil_sections):
+    text = render(evil_sections, "latex")
     assert r"\&" in text and r"\$x\$" in text and r"50\%" in text and r"\_y\_" in text
     for tabular in re.findall(r"\\toprule\n(.*?)\\bottomrule", text, flags=re.S):
         rows = [line for line in tabular.splitlines() if line.endswith("\\\\")]
         assert len({len(re.findall(r"(?<!\\)&", row)) for row in rows}) == 1, tabular
 
 
-def test_terminal_prints_record_text_literally(evil_board):
+def test_terminal_prints_record_text_literally(evil_sections):
     console = Console(file=io.StringIO(), width=300, color_system=None)
-    to_terminal(document(evil_board, brief=True), console)
+    to_terminal(document(evil_sections, brief=True), console)
     out = console.file.getvalue()
     assert "[red]x[/red]" in out and EVIL_MODEL in out
 
 
-def test_csv_and_json_round_trip_the_strings(evil_board):
-    rows = list(csv.DictReader(io.StringIO(render(evil_board, "csv"))))
+def test_csv_and_json_round_trip_the_strings(evil_sections):
+    rows = list(csv.DictReader(io.StringIO(render(evil_sections, "csv"))))
     assert {r["model"] for r in rows} == {EVIL_MODEL} and {r["task"] for r in rows} == {EVIL_TASK}
     assert {json.loads(r["task_params"])["mode"] for r in rows} == {NASTY, "plain"}
-    data = json.loads(render(evil_board, "json"))
-    assert data["tasks"][0]["description"] == NASTY
-    failed = [c for c in data["cells"] if c["failed_seeds"]]
+    data = json.loads(render(evil_sections, "json"))
+    (section,) = data["sections"]
+    assert section["tasks"][0]["description"] == NASTY
+    failed = [c for c in section["cells"] if c["failed_seeds"]]
     assert failed[0]["errors"] == [f"ValueError: {NASTY}"] and failed[0]["metrics"] == {}
 
 
@@ -81,4 +81,4 @@ def test_output_does_not_depend_on_record_order():
     shuffled = recs[:]
     random.Random(0).shuffle(shuffled)
     for fmt in FILES:
-        assert render(build(recs), fmt) == render(build(shuffled), fmt), fmt
+        assert render(sections(recs), fmt) == render(sections(shuffled), fmt), fmt

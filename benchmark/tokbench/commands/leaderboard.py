@@ -15,8 +15,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "leaderboard", help="aggregate run records into tables, notes and plots",
         description="Aggregate run records (mean accuracy over seeds with a 95%% Student's t interval, the "
                     "Bayes optimum, diagnostics) and render them. Reads the records only, never the plugins.")
-    parser.add_argument("--records", action="append", type=Path, metavar="DIR",
-                        help="folder of run records, searched recursively; repeat to merge "
+    parser.add_argument("--records", action="append", metavar="[NAME=]DIR",
+                        help="folder of run records, searched recursively; repeat to merge folders. NAME=DIR puts "
+                             "the folder's records in a section of their own, e.g. one per suite "
                              f"(default: {DEFAULT_RECORDS})")
     parser.add_argument("--format", choices=FORMATS, default="terminal",
                         help="terminal (default), md, csv, json, html, latex, or all: every format, the plots "
@@ -26,22 +27,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from tokbench.leaderboard import aggregate, publish, records
+    from tokbench.leaderboard import publish, records
 
     if args.format == "all" and args.out is None:
         raise UsageError("--format all writes a folder: give --out DIR")
     if args.format == "terminal" and args.out is not None:
         raise UsageError("--format terminal prints; with --out choose md, csv, json, html, latex or all")
-    folders = args.records or [DEFAULT_RECORDS]
-    loaded = records.load(folders)
-    board = aggregate.build(loaded)
+    sections = records.load_sections(args.records or [str(DEFAULT_RECORDS)])
     if args.format == "terminal":
-        publish.show(board)
+        publish.show(sections)
     elif args.format == "all":
-        written = publish.publish(board, loaded, folders, args.out)
-        print(f"wrote {len(written)} files and {len(loaded)} records into {args.out}")
+        written = publish.publish(sections, args.out)
+        count = sum(len(s.records) for s in sections)
+        print(f"wrote {len(written)} files and {count} records into {args.out}")
     elif args.out is not None:
-        print(f"wrote {publish.write_format(board, args.format, args.out)}")
+        print(f"wrote {publish.write_format(sections, args.format, args.out)}")
     else:
-        print(publish.render(board, args.format), end="")
+        print(publish.render(sections, args.format), end="")
     return 0

@@ -16,6 +16,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
@@ -293,14 +294,33 @@ def _labels(names: list[str], flats: list[dict[str, Any]], weights: list[int]) -
     return labels
 
 
+def slugify(label: str) -> str:
+    """A file-name-safe form of ``label``: lower case, runs of other characters as one ``-``."""
+    return re.sub(r"[^a-z0-9.]+", "-", label.lower()).strip("-.")
+
+
 def _slugs(items: list[Column] | list[Row]) -> None:
     """File-name-safe, unique identifiers derived from the labels."""
     seen: set[str] = set()
     for item in sorted(items, key=lambda x: x.label):
-        base = re.sub(r"[^a-z0-9.]+", "-", item.label.lower()).strip("-.") or "x"
+        base = slugify(item.label) or "x"
         slug, n = base, 1
         while slug in seen:
             n += 1
             slug = f"{base}-{n}"
         seen.add(slug)
         item.slug = slug
+
+
+@dataclass
+class Section:
+    """One leaderboard among several in a document, e.g. one per suite; ``name`` is "" when it is the only one."""
+
+    name: str
+    board: Leaderboard
+    records: list[dict[str, Any]]
+    sources: list[Path]
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.name)

@@ -168,22 +168,25 @@ class Plot:
         return [f"{stem}.png", *([f"{stem}.svg"] if self.svg else [])]
 
 
-def plan(board: Leaderboard) -> list[Plot]:
+def plan(board: Leaderboard, prefix: str = "") -> list[Plot]:
     """Every plot the records allow: the heatmap, then per task the curves and the attention profiles.
 
-    Planning draws nothing and imports no matplotlib, so the documents that link
-    the plots can be rendered (and checked) without drawing them.
+    File names start with ``prefix`` (a section's). Planning draws nothing and imports no
+    matplotlib, so the documents that link the plots can be rendered (and checked) without
+    drawing them.
     """
-    plots = [Plot(Image("Normalised accuracy, models x tasks", f"{PLOTS_DIR}/heatmap.png"),
-                  partial(heatmap, board), svg=True)]
+    def image(caption: str, stem: str) -> Image:
+        return Image(caption, f"{PLOTS_DIR}/{prefix}{stem}.png")
+
+    plots = [Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True)]
     for column in board.columns:
         name = column_header(column)
         if lines := curve_lines(board, column):
-            plots.append(Plot(Image(f"{name}: training curves", f"{PLOTS_DIR}/curves-{column.slug}.png"),
+            plots.append(Plot(image(f"{name}: training curves", f"curves-{column.slug}"),
                               partial(curves, column, lines)))
         if panels := profile_panels(board, column):
-            plots.append(Plot(Image(f"{name}: mean attention over positions",
-                                    f"{PLOTS_DIR}/attention-{column.slug}.png"), partial(attention, column, panels)))
+            plots.append(Plot(image(f"{name}: mean attention over positions", f"attention-{column.slug}"),
+                              partial(attention, column, panels)))
     return plots
 
 

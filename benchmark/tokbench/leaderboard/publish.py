@@ -6,87 +6,114 @@ records/, so it regenerates from its own contents.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports this module to build its parser: keep it light
-    from tokbench.leaderboard.aggregate import Leaderboard
+    from tokbench.leaderboard.aggregate import Section
     from tokbench.leaderboard.document import Image
+    from tokbench.leaderboard.plots import Plot
 
 FILES = {"md": "README.md", "csv": "leaderboard.csv", "json": "leaderboard.json", "html": "index.html",
          "latex": "leaderboard.tex"}
 FORMATS = ("terminal", *FILES, "all")
 RECORDS_DIR = "records"
-# How the published folder is made, from the repository root: the full runs of the two suites, then this command.
-REGENERATE = (
-    "tokbench run --suite paper --out leaderboard/records",
-    "tokbench run --suite default --out leaderboard/records",
-    "tokbench leaderboard --records leaderboard/records --format all --out leaderboard",
-)
 
 
-def render(board: Leaderboard, fmt: str, images: Sequence[Image] = (), commands: Sequence[str] = ()) -> str:
+def render(sections: Sequence[Section], fmt: str, images: Mapping[str, Sequence[Image]] | None = None,
+           commands: Sequence[str] = ()) -> str:
     """The leaderboard as text in ``fmt`` (one of ``FILES``)."""
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_csv, to_html, to_json, to_latex, to_markdown
 
     if fmt == "md":
-        return to_markdown(document(board, images, commands))
+        return to_markdown(document(sections, images, commands))
     if fmt == "html":
-        return to_html(document(board, images, commands))
-    return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](board)
+        return to_html(document(sections, images, commands))
+    return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](sections)
 
 
-def show(board: Leaderboard, console: Any = None) -> None:
+def show(sections: Sequence[Section], console: Any = None) -> None:
     """Print the brief leaderboard (main table, findings, failed runs) on a rich console (default: stdout)."""
     from rich.console import Console
 
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
 
-    to_terminal(document(board, brief=True), console or Console())
+    to_terminal(document(sections, brief=True), console or Console())
 
 
-def write_format(board: Leaderboard, fmt: str, out: Path) -> Path:
+def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / FILES[fmt]
-    path.write_text(render(board, fmt), encoding="utf-8")
+    path.write_text(render(sections, fmt), encoding="utf-8")
     return path
 
 
-def published_texts(board: Leaderboard, images: Sequence[Image] | None = None) -> dict[str, str]:
-    """The text files of the published folder by name, linking the plots that :func:`publish` draws."""
-    if images is None:
-        from tokbench.leaderboard.plots import plan
-
-        images = [plot.image for plot in plan(board)]
-    return {name: render(board, fmt, images, REGENERATE) for fmt, name in FILES.items()}
+def records_folder(section: Section, out: Path) -> Path:
+    """Where the published folder keeps a section's records: ``records/`` or ``records/<name>/``."""
+    return out / RECORDS_DIR / section.name if section.name else out / RECORDS_DIR
 
 
-def publish(board: Leaderboard, records: Sequence[dict[str, Any]], sources: Sequence[Path], out: Path) -> list[Path]:
+def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
+    """The commands that remake the published folder ``out`` from the repository root.
+
+    By the published folder's convention, a named section holds the full run of the suite
+    of that name.
+    """
+    runs, options = [], []
+    for section in sections:
+        folder = records_folder(section, out).as_posix()
+        if section.name:
+            runs.append(f"tokbench run --suite {section.name} --out {folder}")
+            options.append(f"--records {section.name}={folder}")
+        else:
+            options.append(f"--records {folder}")
+    return [*runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
+
+
+def plot_plans(sections: Sequence[Section]) -> dict[str, list[Plot]]:
+    """Each section's plots, their files prefixed by the section's name when there are several."""
+    from tokbench.leaderboard.plots import plan
+
+    return {s.name: plan(s.board, f"{s.slug}-" if s.name else "") for s in sections}
+
+
+def published_texts(sections: Sequence[Section], out: Path) -> dict[str, str]:
+    """The text files of the published folder ``out`` by name, linking the plots that :func:`publish` draws."""
+    images = {name: [plot.image for plot in plots] for name, plots in plot_plans(sections).items()}
+    commands = regenerate_commands(sections, out)
+    return {name: render(sections, fmt, images, commands) for fmt, name in FILES.items()}
+
+
+def publish(sections: Sequence[Section], out: Path) -> list[Path]:
     """Write the published folder into ``out``: its records, plots and every text format."""
-    from tokbench.leaderboard.plots import PLOTS_DIR, plan, write_plots
+    from tokbench.leaderboard.plots import PLOTS_DIR, write_plots
 
     out.mkdir(parents=True, exist_ok=True)
-    _copy_records(records, sources, out / RECORDS_DIR)
-    plots = plan(board)
+    _copy_records(sections, out)
+    plots = [plot for section_plots in plot_plans(sections).values() for plot in section_plots]
     write_plots(plots, out)
-    for name, text in published_texts(board, [plot.image for plot in plots]).items():
+    for name, text in published_texts(sections, out).items():
         (out / name).write_text(text, encoding="utf-8")
     return [out / name for name in FILES.values()] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
 
 
-def _copy_records(records: Sequence[dict[str, Any]], sources: Sequence[Path], folder: Path) -> None:
-    """Make ``folder`` hold exactly ``records`` (unless it is where they were read from)."""
+def _copy_records(sections: Sequence[Section], out: Path) -> None:
+    """Make ``out/records`` hold exactly the sections' records; files inside a source folder are never touched."""
     from tokbench.results import record_filename, write_record
 
-    if folder.resolve() in {s.resolve() for s in sources}:
-        return
-    names = {record_filename(r["task"], r["model"], r["config_hash"]) for r in records}
-    if folder.is_dir():
-        for stale in folder.glob("*.json"):
-            if stale.name not in names:
-                stale.unlink()
-    for record in records:
-        write_record(folder, record)
+    sources = [source.resolve() for s in sections for source in s.sources]
+    expected = set()
+    for section in sections:
+        folder = records_folder(section, out)
+        for record in section.records:
+            path = folder / record_filename(record["task"], record["model"], record["config_hash"])
+            expected.add(path.resolve())
+            if not any(path.resolve().is_relative_to(source) for source in sources):
+                write_record(folder, record)
+    for stale in (out / RECORDS_DIR).rglob("*.json"):
+        path = stale.resolve()
+        if path not in expected and not any(path.is_relative_to(source) for source in sources):
+            stale.unlink()

@@ -1,12 +1,16 @@
-"""Read the run records behind a leaderboard from one or more folders."""
+"""Read the run records behind a leaderboard, from folders that may name sections."""
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
+from tokbench.leaderboard.aggregate import Section, build
 from tokbench.results import load_records
+
+_NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
 
 
 def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
@@ -34,3 +38,27 @@ def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
 
 def _rank(record: dict[str, Any]) -> tuple[bool, str]:
     return record["status"] == "ok", record["provenance"]["started_at"]
+
+
+def load_sections(specs: Sequence[str]) -> list[Section]:
+    """Sections from ``--records`` values: ``DIR`` (all merged into one unnamed leaderboard) or ``NAME=DIR``.
+
+    Folders with the same name merge into one section; sections keep the order in which
+    their names first appear. Either every value names its section or none does.
+    """
+    named = [_NAMED.match(spec) for spec in specs]
+    if any(named) and not all(named):
+        raise UsageError("--records: name every folder (NAME=DIR) or none of them")
+    folders: dict[str, list[Path]] = {}
+    for spec, match in zip(specs, named):
+        name, folder = (match.group(1), match.group(2)) if match else ("", spec)
+        folders.setdefault(name, []).append(Path(folder))
+    sections = []
+    for name, paths in folders.items():
+        records = load(paths)
+        if not records:
+            where = f"section {name!r} " if name else ""
+            raise UsageError(f"no run records in {where}{', '.join(map(str, paths))}; run `tokbench run` first "
+                             "or pass --records DIR")
+        sections.append(Section(name, build(records), records, paths))
+    return sections

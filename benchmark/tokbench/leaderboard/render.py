@@ -12,12 +12,13 @@ import io
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from tabulate import LATEX_ESCAPE_RULES, tabulate
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import CORE_METRICS, INTERVAL, Cell, Leaderboard, Stat, canonical
+from tokbench.leaderboard.aggregate import CORE_METRICS, INTERVAL, Cell, Leaderboard, Section, Stat, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
                                         number_text)
@@ -164,11 +165,15 @@ def _latex_table(table: Table) -> str:
             "\\end{table}")
 
 
-def to_latex(board: Leaderboard) -> str:
-    """The main table and the detail tables as booktabs tables (needs \\usepackage{booktabs})."""
-    tables = [main_table(board), *(detail_table(board, c) for c in board.columns)]
-    return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(
-        _latex_table(t) for t in tables) + "\n"
+def to_latex(sections: Sequence[Section]) -> str:
+    """The main and detail tables of each section as booktabs tables (needs \\usepackage{booktabs})."""
+    tables = []
+    for section in sections:
+        prefix = f"{section.name}: " if section.name else ""
+        board = section.board
+        for table in (main_table(board), *(detail_table(board, c) for c in board.columns)):
+            tables.append(_latex_table(replace(table, title=prefix + table.title)))
+    return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(tables) + "\n"
 
 
 # ---- terminal (rich) -----------------------------------------------------------------------------------------
@@ -227,10 +232,8 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
     }
 
 
-def to_json(board: Leaderboard) -> str:
-    """Everything the tables show, for machines; cells refer to tasks and models by their ids."""
-    data = {
-        "generated_by": "tokbench leaderboard", "interval": INTERVAL, "records": board.record_count(),
+def _board_json(board: Leaderboard) -> dict[str, Any]:
+    return {
         "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
                    "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
                    "citation": c.citation} for c in board.columns],
@@ -241,27 +244,37 @@ def to_json(board: Leaderboard) -> str:
         "findings": notes.findings(board),
         "protocol": notes.protocol(board),
     }
+
+
+def to_json(sections: Sequence[Section]) -> str:
+    """Everything the tables show, for machines; cells refer to tasks and models by their ids."""
+    data = {
+        "generated_by": "tokbench leaderboard", "interval": INTERVAL,
+        "records": sum(s.board.record_count() for s in sections),
+        "sections": [{"name": s.name, **_board_json(s.board)} for s in sections],
+    }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
-def to_csv(board: Leaderboard) -> str:
-    """One line per (task, model) cell: identity, seeds, failures, then mean and CI half-width of each metric."""
-    metrics = list(CORE_METRICS) + sorted({m for c in board.cells.values() for m in c.metrics} - set(CORE_METRICS))
+def to_csv(sections: Sequence[Section]) -> str:
+    """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI."""
+    cells = [(s.name, cell) for s in sections for column in s.board.columns for cell in s.board.column_cells(column)]
+    found = {m for _, cell in cells for m in cell.metrics}
+    metrics = list(CORE_METRICS) + sorted(found - set(CORE_METRICS))
     extra = {"untrained_accuracy": lambda c: c.untrained, "steps": lambda c: c.steps,
              "final_loss": lambda c: c.final_loss, "wall_seconds": lambda c: c.wall_seconds}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["task_label", "task", "task_version", "eval_split", "task_params", "model_label", "model",
-                     "model_version", "model_params", "train_params", "seeds", "failed", "best",
+    writer.writerow(["section", "task_label", "task", "task_version", "eval_split", "task_params", "model_label",
+                     "model", "model_version", "model_params", "train_params", "seeds", "failed", "best",
                      *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "ci95"))])
-    for column in board.columns:
-        for cell in board.column_cells(column):
-            row = cell.row
-            stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
-            writer.writerow([column.label, column.task, column.version, column.eval_split, canonical(column.params),
-                             row.label, row.model, row.version, canonical(row.params), canonical(row.train),
-                             " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
-                             *(_csv_number(v) for s in stats for v in ((s.mean, s.half_width) if s else (None, None)))])
+    for name, cell in cells:
+        column, row = cell.column, cell.row
+        stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
+        writer.writerow([name, column.label, column.task, column.version, column.eval_split, canonical(column.params),
+                         row.label, row.model, row.version, canonical(row.params), canonical(row.train),
+                         " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
+                         *(_csv_number(v) for s in stats for v in ((s.mean, s.half_width) if s else (None, None)))])
     return out.getvalue()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokbench.leaderboard.aggregate import Section, build
+from tokbench.leaderboard.aggregate import Section
 from tokbench.results import config_hash, identity, validate, write_record
 
 WALK = {"K": 6, "context_length": 8, "p": 0.5, "train_size": 100, "val_size": 100, "test_size": 100}
@@ -58,4 +58,4 @@ def seeds(n: int, accuracies: list[float], **kwargs: Any) -> list[dict[str, Any]
 
 def sections(records: list[dict[str, Any]], name: str = "") -> list[Section]:
     """The records as the only section of a leaderboard, as `tokbench leaderboard --records DIR` loads them."""
-    return [Section(name, build(records), records, [])]
+    return [Section.of(records, name)]

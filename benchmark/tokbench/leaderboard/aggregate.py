@@ -321,6 +321,11 @@ class Section:
     records: list[dict[str, Any]]
     sources: list[Path]
 
+    @classmethod
+    def of(cls, records: list[dict[str, Any]], name: str = "", sources: Sequence[Path] = ()) -> Section:
+        """Aggregate ``records`` into a section, e.g. ``show([Section.of(records)])`` after a run."""
+        return cls(name, build(records), records, list(sources))
+
     @property
     def slug(self) -> str:
         return slugify(self.name)

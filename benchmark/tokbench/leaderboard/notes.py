@@ -1,7 +1,7 @@
 """The protocol and the findings of a leaderboard, written by rules from its numbers.
 
 No number here is typed: each sentence is built from the aggregated records.
-Two verdicts drive the findings, both judged per seed and then across seeds:
+Two verdicts drive the findings:
 
 - *reaches the Bayes optimum*: the upper end of the 95% interval of the
   normalised accuracy (accuracy / Bayes-optimal accuracy) is at least 1; it
@@ -21,13 +21,13 @@ from collections import defaultdict
 from typing import Any
 
 from tokbench.leaderboard.aggregate import DIGITS, INTERVAL, Cell, Leaderboard, Stat, format_value, summarise
-from tokbench.leaderboard.views import column_header, measure_text, Measure, seeds_text
+from tokbench.leaderboard.views import Measure, column_header, measure_text, seeds_text
 
 CHANCE_GAP = 0.1
 
 
 def reaches_bayes(cell: Cell) -> bool:
-    """True when the cell's normalised accuracy is within its 95% interval of 1."""
+    """True when the upper end of the 95% interval of the normalised accuracy is at least 1."""
     stat = cell.metrics.get("normalized_accuracy")
     return stat is not None and stat.high >= 1.0
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
-from tokbench.leaderboard.aggregate import Section, build
+from tokbench.leaderboard.aggregate import Section
 from tokbench.results import load_records
 
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
@@ -60,5 +60,5 @@ def load_sections(specs: Sequence[str]) -> list[Section]:
             where = f"section {name!r} " if name else ""
             raise UsageError(f"no run records in {where}{', '.join(map(str, paths))}; run `tokbench run` first "
                              "or pass --records DIR")
-        sections.append(Section(name, build(records), records, paths))
+        sections.append(Section.of(records, name, paths))
     return sections

@@ -13,7 +13,7 @@ DEFAULT_RECORDS = Path("runs")
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "leaderboard", help="aggregate run records into tables, notes and plots",
-        description="Aggregate run records (mean accuracy over seeds with a 95%% Student's t interval, the "
+        description="Aggregate run records (mean accuracy over seeds with a 95% Student's t interval, the "
                     "Bayes optimum, diagnostics) and render them. Reads the records only, never the plugins.")
     parser.add_argument("--records", action="append", metavar="[NAME=]DIR",
                         help="folder of run records, searched recursively; repeat to merge folders. NAME=DIR puts "

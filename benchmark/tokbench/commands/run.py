@@ -6,19 +6,16 @@ any has a failed one, 2 for usage errors (a bad name, parameter or suite file).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from tokbench.commands import loaded_registry
-from tokbench.grid import expand, parse_settings, parse_shard, shard
+from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
 from tokbench.runner import EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
@@ -67,44 +64,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def print_summary(records: list[Mapping[str, Any]], console: Console) -> None:
-    """Mean accuracy ± std over seeds per task x model variant (to be replaced by the leaderboard's terminal view)."""
-    variants = variant_labels(records)
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = defaultdict(list)
-    for record in records:
-        groups[record["task"], record["model"], variants[record["config_hash"]]].append(record)
-    table = Table(title=f"{len(records)} records", title_justify="left")
-    for column in ("task", "model", "variant", "seeds ok", "accuracy", "bayes", "normalized"):
-        table.add_column(column, overflow="fold", justify="right" if column in ("accuracy", "bayes", "normalized") else "left")
-    for (task, model, variant), members in sorted(groups.items()):
-        ok = [r["metrics"] for r in members if r["status"] == "ok"]
-        cells = [_mean_std([m["accuracy"] for m in ok]), _mean_std([m.get("bayes_accuracy") for m in ok]),
-                 _mean_std([m.get("normalized_accuracy") for m in ok])]
-        table.add_row(escape(task), escape(model), escape(variant), f"{len(ok)}/{len(members)}", *cells)
-    console.print(table)
+    """The leaderboard of the records of this grid, in brief."""
+    from tokbench.leaderboard.aggregate import Section, build
+    from tokbench.leaderboard.publish import show
+
+    show([Section("", build(records), list(records), [])], console)
 
 
-def _mean_std(values: list[float | None]) -> str:
-    values = [v for v in values if v is not None]
-    if not values:
-        return "-"
-    if len(values) == 1:
-        return f"{values[0]:.3f}"
-    return f"{statistics.fmean(values):.3f} ± {statistics.stdev(values):.3f}"
-
-
-def _print_plan(pairings: list, existing: Mapping[str, Mapping[str, Any]], todo: list, console: Console) -> None:
+def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any]], todo: list[Pairing]) -> None:
+    """One line per pairing: whether it will run, its current record, its label and config hash."""
     variants = variant_labels({**p.identity, "config_hash": p.config_hash} for p in pairings)
     will_run = {p.config_hash for p in todo}
-    table = Table(title=f"{len(pairings)} pairings, {len(todo)} to run", title_justify="left")
-    for column in ("task", "model", "variant", "seed", "config", "record", "action"):
-        table.add_column(column, overflow="fold")
     for p in pairings:
         record = existing.get(p.config_hash)
+        action = "run " if p.config_hash in will_run else "skip"
         state = "missing" if record is None else record["status"]
-        action = "run" if p.config_hash in will_run else "skip"
-        table.add_row(escape(p.task_spec.name), escape(p.model_spec.name), escape(variants[p.config_hash]),
-                      str(p.seed), p.config_hash, state, action)
-    console.print(table)
+        label = pairing_label({**p.identity, "config_hash": p.config_hash}, variants)
+        print(f"{action}  {state:7}  {p.config_hash}  {label}")
+    print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -125,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         print(f"tokbench: warning: skipped {problem}", file=sys.stderr)
     todo = plan(grid, loaded.records, args.rerun)
     if args.dry_run:
-        _print_plan(grid, loaded.records, todo, console)
+        _print_plan(grid, loaded.records, todo)
         return 0
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
@@ -146,6 +123,7 @@ def _run(args: argparse.Namespace) -> int:
         variants = variant_labels(records)
         err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):")
         for record in failed:
-            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False)
+            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False,
+                      soft_wrap=True)
         return 1
     return 0

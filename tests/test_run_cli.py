@@ -1,0 +1,140 @@
+"""``tokbench run`` in this process (one job): records, resume, failures, dry run, shards, usage errors."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from run_support import record_files, write_suite
+from tokbench.cli import main
+from tokbench.results import load_record, load_records
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    return write_suite(tmp_path)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(["run", "--jobs", "1", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_writes_one_valid_record_per_pairing_then_resumes(tmp_path, tiny, capsys):
+    out_dir = tmp_path / "runs"
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir))
+    assert code == 0, err
+    files = record_files(out_dir)
+    assert len(files) == 6
+    records = [load_record(f) for f in files]
+    assert {(r["model"], r["seed"]) for r in records} == {(m, s) for m in ("attn-paper-a", "attn-nope", "last-token")
+                                                          for s in (0, 1)}
+    assert all(r["status"] == "ok" and r["train"]["steps"] in (0, 3) for r in records)
+    # Not a terminal: one plain line per finished pairing, then the leaderboard.
+    lines = [line for line in out.splitlines() if line.startswith("[")]
+    assert len(lines) == 6 and all(" ok " in line for line in lines)
+    assert "6 of 6 pairings to run" in err
+
+    before = {f.name: f.read_bytes() for f in files}
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir))
+    assert code == 0 and "all 6 pairings already have records" in err
+    assert not [line for line in out.splitlines() if line.startswith("[")]
+    assert {f.name: f.read_bytes() for f in record_files(out_dir)} == before  # nothing rewritten
+
+    code, out, _ = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--rerun", "all", "--model", "last-token")
+    assert code == 0 and len([line for line in out.splitlines() if line.startswith("[")]) == 2
+
+
+def test_a_failing_pairing_is_recorded_and_the_grid_goes_on(tmp_path, tiny, capsys):
+    out_dir = tmp_path / "runs"
+    # 3 orthogonal positions cannot hold the 9 of a context of 8: attn-paper-a raises, the others run.
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--set", "model.position_dim=3")
+    assert code == 1
+    records = list(load_records(out_dir).records.values())
+    failed = [r for r in records if r["status"] == "failed"]
+    assert len(records) == 6 and {r["model"] for r in failed} == {"attn-paper-a"} and len(failed) == 2
+    assert failed[0]["error"].startswith("ParamError: position_dim=3 is too small")
+    assert failed[0]["metrics"] == {}
+    assert "2 of 6 pairings failed" in err and "attn-paper-a seed 0: ParamError" in err
+    assert len([line for line in out.splitlines() if line.startswith("[") and "FAILED" in line]) == 2
+
+    # The default rerun leaves failed records alone, and still says the grid has failures.
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--set", "model.position_dim=3")
+    assert code == 1 and "already have records" in err
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--set", "model.position_dim=3",
+                         "--rerun", "failed")
+    assert code == 1 and "2 of 6 pairings to run" in err
+
+
+def test_a_non_finite_loss_fails_the_pairing(tmp_path, tiny, capsys):
+    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(tmp_path / "runs"), "--model", "attn-nope",
+                       "--seeds", "1", "--set", "lr=1e30")
+    assert code == 1
+    [record] = load_records(tmp_path / "runs").records.values()
+    assert record["status"] == "failed" and record["error"].startswith("NonFiniteLossError: loss became nan")
+
+
+def test_dry_run_lists_pairings_and_trains_nothing(tmp_path, tiny, capsys):
+    out_dir = tmp_path / "runs"
+    run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--model", "last-token", "--seeds", "1")
+    code, out, _ = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--dry-run")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[-1] == "6 pairings: 5 to run, 1 to skip"
+    assert sum(line.startswith("skip  ok") for line in lines) == 1
+    assert sum(line.startswith("run   missing") for line in lines) == 5
+    assert len(record_files(out_dir)) == 1
+
+
+def test_shards_merge_by_copying_folders(tmp_path, tiny, capsys):
+    for i in range(2):
+        assert run(capsys, "--suite", str(tiny), "--out", str(tmp_path / f"shard{i}"), "--shard", f"{i}/2",
+                   "--model", "last-token", "attn-nope")[0] == 0
+    merged = tmp_path / "merged"
+    for i in range(2):
+        shutil.copytree(tmp_path / f"shard{i}", merged, dirs_exist_ok=True)
+    assert len(record_files(tmp_path / "shard0")) == len(record_files(tmp_path / "shard1")) == 2
+    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(merged), "--model", "last-token", "attn-nope")
+    assert code == 0 and "all 4 pairings already have records" in err
+
+
+def test_a_corrupt_file_is_skipped_with_a_warning_or_fails_when_strict(tmp_path, tiny, capsys):
+    out_dir = tmp_path / "runs"
+    out_dir.mkdir()
+    (out_dir / "junk.json").write_text("{", encoding="utf-8")
+    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--model", "last-token", "--seeds", "1")
+    assert code == 0 and f"warning: skipped {out_dir / 'junk.json'}: corrupt JSON" in err
+    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--strict")
+    assert code == 2 and f"error: {out_dir / 'junk.json'}: corrupt JSON" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task", "random-wlk"], "unknown task 'random-wlk' (did you mean 'random-walk'?)"),
+    (["--set", "q=1"], "--set q=1: no parameter 'q'"),
+    (["--shard", "2/2"], "--shard expects i/n"),
+    (["--suite", "nosuch"], "unknown suite 'nosuch'"),
+    (["--ray-address", "auto"], "--ray-address needs --executor ray"),
+])
+def test_usage_errors_exit_2_with_one_line(tmp_path, tiny, capsys, args, message):
+    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(tmp_path / "runs"), *args)
+    assert code == 2
+    assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_bad_suite_file_exits_2_with_its_line(tmp_path, capsys):
+    suite = write_suite(tmp_path, "seeds = 1\n[[grid]]\ntasks = '*'\nmodels = '*'\nsteps = 3\n", "bad.toml")
+    code, _, err = run(capsys, "--suite", str(suite))
+    assert code == 2 and f"{suite}:5: unknown key 'steps'" in err
+
+
+def test_records_are_plain_json_with_the_identity(tmp_path, tiny, capsys):
+    run(capsys, "--suite", str(tiny), "--out", str(tmp_path), "--model", "attn-paper-a", "--seeds", "1")
+    [path] = record_files(tmp_path)
+    record = json.loads(path.read_text())
+    assert record["params"]["task"]["context_length"] == 8 and record["params"]["model"]["position_dim"] == 16
+    assert record["params"]["train"] == {"optimizer": "gd", "lr": 1.0, "steps": 3, "batch_size": 0, "lr_grid": []}
+    assert record["provenance"]["git_commit"] is None or len(record["provenance"]["git_commit"]) == 40
+    assert len(record["curve"]["step"]) == 3 and len(record["attention_profile"]) == 8

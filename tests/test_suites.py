@@ -1,0 +1,237 @@
+"""Suites: TOML parsing with file:line errors, the built-in suites, grid expansion, --set routing, shards."""
+from __future__ import annotations
+
+import pytest
+
+from run_support import write_suite
+from tokbench.errors import ParamError, UnknownNameError, UsageError
+from tokbench.grid import expand, parse_settings, parse_shard, shard
+from tokbench.plugins import registry
+from tokbench.suites import SuiteError, builtin_suites, key_lines, load_suite, parse_suite
+
+BASE = """seeds = 2
+[[grid]]
+tasks = ["random-walk"]
+models = ["attn-paper-a", "attn-nope"]
+"""
+
+
+def grid(text: str, **kwargs):
+    return expand(parse_suite(text, "s.toml", "s"), registry(), **kwargs)
+
+
+# ---- parsing ---------------------------------------------------------------------------------------------------
+
+def test_key_lines_index_arrays_of_tables_and_dotted_keys():
+    text = '[[grid]]\ntasks = "*"\n\n[[grid]]\nmodels = ["a"]\n[grid.task."random-walk"]\np = 0.5\ntrain.steps = 3\n'
+    lines = key_lines(text)
+    assert lines[("grid", 0)] == 1 and lines[("grid", 0, "tasks")] == 2
+    assert lines[("grid", 1, "models")] == 5
+    assert lines[("grid", 1, "task", "random-walk", "p")] == 7
+    assert lines[("grid", 1, "task", "random-walk", "train", "steps")] == 8
+
+
+@pytest.mark.parametrize("text, line, key", [
+    ("seed = 3\n" + BASE, 1, "seed"),
+    (BASE + "modles = ['x']\n", 5, "modles"),
+    (BASE + "[budget]\nmax_step = 3\n", 6, "max_step"),
+])
+def test_unknown_keys_are_rejected_with_name_and_line(text, line, key):
+    with pytest.raises(SuiteError, match=rf"^s\.toml:{line}: unknown key '{key}'"):
+        parse_suite(text, "s.toml", "s")
+
+
+def test_unknown_block_key_suggests_the_right_one():
+    with pytest.raises(SuiteError, match=r"did you mean 'models'"):
+        parse_suite(BASE + "modles = ['x']\n", "s.toml", "s")
+
+
+def test_unknown_parameter_in_a_block_names_key_and_line():
+    text = BASE + "[grid.task.random-walk]\nK = 6\npp = 0.5\n"
+    with pytest.raises(ParamError, match=r"^s\.toml:7: task 'random-walk' has no parameter 'pp'.*did you mean 'p'"):
+        grid(text)
+
+
+def test_bad_parameter_value_names_its_line():
+    with pytest.raises(ParamError, match=r"^s\.toml:6: p=2\.0 is out of range"):
+        grid(BASE + "[grid.task.random-walk]\np = 2.0\n")
+
+
+def test_bad_recipe_key_names_its_line():
+    with pytest.raises(ParamError, match=r"^s\.toml:6: the training recipe has no parameter 'step'"):
+        grid(BASE + "[grid.train]\nstep = 3\n")
+
+
+@pytest.mark.parametrize("seeds", ["0", "[1, 1]", "[-1]", "'x'"])
+def test_bad_seeds(seeds):
+    with pytest.raises(SuiteError, match=r"^s\.toml:1: seeds must be"):
+        parse_suite(f"seeds = {seeds}\n" + BASE.split("\n", 1)[1], "s.toml", "s")
+
+
+def test_invalid_toml_and_missing_parts():
+    with pytest.raises(SuiteError, match=r"s\.toml: invalid TOML"):
+        parse_suite("seeds = \n", "s.toml", "s")
+    with pytest.raises(SuiteError, match="at least one"):
+        parse_suite("seeds = 1\n", "s.toml", "s")
+    with pytest.raises(SuiteError, match=r"s\.toml:1: \[\[grid\]\] block 1 has no seeds"):
+        parse_suite("[[grid]]\ntasks='*'\nmodels='*'\n", "s.toml", "s")
+
+
+def test_unknown_suite_name_and_missing_file(tmp_path):
+    with pytest.raises(UnknownNameError, match=r"unknown suite 'defualt' \(did you mean 'default'\?\)"):
+        load_suite("defualt")
+    with pytest.raises(SuiteError, match="does not exist"):
+        load_suite(str(tmp_path / "nope.toml"))
+
+
+# ---- the built-in suites ---------------------------------------------------------------------------------------
+
+def test_builtin_suites_are_packaged():
+    assert {"default", "paper"} <= set(builtin_suites())
+
+
+def test_default_suite_is_every_task_by_every_model_with_three_seeds():
+    reg = registry()
+    pairings = expand(load_suite("default"), reg)
+    seen = {(p.task_spec.name, p.model_spec.name) for p in pairings}
+    assert seen == {(t, m) for t in reg.tasks for m in reg.models}
+    seeds = {}
+    for p in pairings:
+        seeds.setdefault((p.task_spec.name, p.model_spec.name), set()).add(p.seed)
+    assert all(len(s) >= 3 for s in seeds.values())
+    assert all(p.recipe.steps <= 100 for p in pairings)  # the suite's budget
+
+
+def test_paper_suite_holds_the_papers_settings():
+    pairings = expand(load_suite("paper"), registry())
+    rows = {(p.task_spec.name, p.model_spec.name, tuple(sorted(p.task_params.items())),
+             tuple(sorted(p.model_params.items())), p.recipe.lr, p.recipe.steps, p.recipe.optimizer)
+            for p in pairings}
+    by_task = lambda name: [r for r in rows if r[0] == name]  # noqa: E731
+    walks = {dict(r[2])["p"] for r in by_task("random-walk") if dict(r[2])["K"] == 6}
+    assert walks == {0.5, 0.8}
+    det = [r for r in by_task("deterministic-walk") if dict(r[3])["init"] == "zero"]
+    assert {(dict(r[2])["K"], dict(r[2])["laps"]) for r in det} == {(6, 16), (20, 5)}
+    assert {r[5] for r in det if dict(r[3])["dtype"] == "float64" and dict(r[3])["positions"] == "onehot"} == {50, 1000}
+    assert any(dict(r[3])["dtype"] == "float32" for r in det) and any(dict(r[3])["positions"] == "sinusoidal" for r in det)
+    assert all(dict(r[2])["train_size"] == 1000 and dict(r[2])["test_size"] == 1000 for r in by_task("random-walk"))
+    scc = {dict(r[2])["variant"]: (dict(r[2]), dict(r[3]), r[4:]) for r in by_task("scc-implicit-bias")}
+    assert (scc["acyclic"][0]["n"], scc["acyclic"][0]["context_length"], scc["acyclic"][0]["K"]) == (4, 6, 8)
+    assert (scc["cyclic"][0]["n"], scc["cyclic"][0]["context_length"], scc["cyclic"][0]["K"]) == (6, 4, 6)
+    assert all(v[1]["d"] == 8 and v[2] == (0.01, 4000, "ngd") for v in scc.values())
+    assert len([p for p in pairings if p.task_params.get("variant") == "cyclic"]) == 10
+
+
+# ---- expansion -------------------------------------------------------------------------------------------------
+
+def test_expansion_crosses_tasks_models_and_seeds():
+    pairings = grid(BASE)
+    assert [(p.model_spec.name, p.seed) for p in pairings] == [
+        ("attn-paper-a", 0), ("attn-paper-a", 1), ("attn-nope", 0), ("attn-nope", 1)]
+    assert len({p.config_hash for p in pairings}) == 4
+
+
+def test_wildcards_patterns_and_star_tables():
+    text = """seeds = 1
+[[grid]]
+tasks = "*"
+models = ["attn-*"]
+[grid.task."*"]
+train_size = 64
+p = 0.9
+[grid.task.random-walk]
+train_size = 32
+[grid.task.not-installed]
+x = 1
+"""
+    pairings = grid(text)
+    assert {p.model_spec.name for p in pairings} == {m for m in registry().models if m.startswith("attn-")}
+    sizes = {p.task_spec.name: p.task_params.get("train_size") for p in pairings}
+    assert sizes["random-walk"] == 32 and sizes["deterministic-walk"] == 64  # the named table wins over "*"
+    assert all(p.task_params.get("p", 0.9) == 0.9 for p in pairings)  # "*" reaches only tasks that declare p
+
+
+def test_explicit_unknown_names_fail_with_their_line():
+    with pytest.raises(UsageError, match=r"^s\.toml:4: unknown model 'attn-nop' \(did you mean 'attn-nope'"):
+        grid(BASE.replace('"attn-nope"', '"attn-nop"'))
+    with pytest.raises(UsageError, match=r"^s\.toml:5: unknown task 'not-installed'"):
+        grid(BASE + "[grid.task.not-installed]\nx = 1\n")
+    with pytest.raises(UsageError, match="names a task that this block does not select"):
+        grid(BASE + "[grid.task.deterministic-walk]\nlaps = 2\n")
+
+
+def test_budget_caps_default_recipes_but_not_explicit_steps():
+    budget = BASE.replace("[[grid]]", "[budget]\nmax_steps = 20\n[[grid]]", 1)
+    capped = grid(budget)
+    assert {p.model_spec.name: p.recipe.steps for p in capped} == {"attn-paper-a": 20, "attn-nope": 20}
+    explicit = grid(budget + "[grid.train]\nsteps = 70\n")
+    assert {p.recipe.steps for p in explicit} == {70}
+
+
+def test_filters_and_seed_override():
+    pairings = grid(BASE, models=["attn-nope"], seeds=3)
+    assert [(p.model_spec.name, p.seed) for p in pairings] == [("attn-nope", 0), ("attn-nope", 1), ("attn-nope", 2)]
+    with pytest.raises(UnknownNameError, match="unknown model 'nope'"):
+        grid(BASE, models=["nope"])
+    with pytest.raises(UsageError, match="no pairing of s.toml matches --task deterministic-walk"):
+        grid(BASE, tasks=["deterministic-walk"])
+
+
+def test_overlapping_blocks_give_each_pairing_once():
+    assert len(grid(BASE + BASE.split("\n", 1)[1])) == 4
+
+
+# ---- --set routing ---------------------------------------------------------------------------------------------
+
+def test_bare_keys_reach_every_namespace_that_declares_them():
+    pairings = grid(BASE, settings=parse_settings(["p=0.7", "init=zero", "steps=4"]))
+    assert all(p.task_params["p"] == 0.7 and p.recipe.steps == 4 for p in pairings)
+    assert all(p.model_params["init"] == "zero" for p in pairings)  # both models declare init
+
+
+def test_prefixed_keys_reach_only_their_namespace():
+    pairings = grid(BASE, settings=parse_settings(["model.dtype=float32", "train.lr=0.5"]))
+    paper = [p for p in pairings if p.model_spec.name == "attn-paper-a"]
+    assert all(p.model_params["dtype"] == "float32" for p in paper)
+    assert all("dtype" not in p.model_params for p in pairings if p.model_spec.name == "attn-nope")
+    assert {p.recipe.lr for p in pairings} == {0.5}
+
+
+def test_set_overrides_the_suite():
+    pairings = grid(BASE + "[grid.task.random-walk]\np = 0.6\n", settings=parse_settings(["p=0.9"]))
+    assert {p.task_params["p"] for p in pairings} == {0.9}
+
+
+@pytest.mark.parametrize("item, message", [
+    ("q=1", r"--set q=1: no parameter 'q' in the grid's tasks, models or recipe"),
+    ("task.dtype=float32", r"--set task.dtype=float32: no parameter 'dtype' in the grid's tasks"),
+    ("train.step=3", r"--set train.step: the training recipe has no parameter 'step' \(did you mean 'steps'"),
+    ("pp=0.5", r"did you mean 'p'"),
+    ("p=x", r"p='x' is not a valid float"),
+    ("noequals", r"--set expects key=value"),
+])
+def test_set_errors(item, message):
+    with pytest.raises(ParamError, match=message):
+        grid(BASE, settings=parse_settings([item]))
+
+
+# ---- shards ----------------------------------------------------------------------------------------------------
+
+def test_shards_partition_the_grid_whatever_the_order():
+    pairings = expand(load_suite("default"), registry())
+    shards = [shard(pairings, i, 3) for i in range(3)]
+    hashes = [{p.config_hash for p in s} for s in shards]
+    assert sum(map(len, hashes)) == len(pairings) == len(set().union(*hashes))
+    assert max(map(len, hashes)) - min(map(len, hashes)) <= 1
+    assert {p.config_hash for p in shard(list(reversed(pairings)), 1, 3)} == hashes[1]
+
+
+@pytest.mark.parametrize("text", ["3/3", "1", "a/b", "-1/2", "0/0"])
+def test_bad_shard(text):
+    with pytest.raises(UsageError, match="--shard expects i/n"):
+        parse_shard(text)
+
+
+def test_suite_file_round_trip(tmp_path):
+    suite = load_suite(str(write_suite(tmp_path)))
+    assert suite.name == "tiny" and len(suite.blocks) == 1 and suite.blocks[0].seeds == (0, 1)

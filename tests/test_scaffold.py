@@ -1,0 +1,132 @@
+"""``tokbench new-task`` and ``new-model``: name checks, folder handling, complete packages, templates in the wheel."""
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tokbench.cli import main
+from tokbench.commands.scaffold import Names, scaffold
+from tokbench.plugins import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def new(capsys, *args: str) -> tuple[int, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("name", ["9lives", "My-Task", "two words", "a--b", "trailing-", "_lead", "dots.no", "ünï"])
+def test_refuses_a_name_that_is_not_an_identifier(capsys, tmp_path, name):
+    code, output = new(capsys, "new-task", name, "--dir", str(tmp_path / "pkg"))
+    assert code == 2
+    assert "is not a valid identifier" in output and output.count("\n") == 1
+    assert not (tmp_path / "pkg").exists()
+
+
+@pytest.mark.parametrize(("kind", "name", "message"), [
+    ("task", "random-walk", "task 'random-walk' is already registered"),
+    ("model", "attn-paper-a", "model 'attn-paper-a' is already registered"),
+    ("task", "walks", "a package named 'tokbench_walks' is already installed"),
+])
+def test_refuses_a_name_already_in_use(capsys, tmp_path, kind, name, message):
+    code, output = new(capsys, f"new-{kind}", name, "--dir", str(tmp_path / "pkg"))
+    assert code == 2 and message in output
+    assert not (tmp_path / "pkg").exists()
+
+
+def test_refuses_an_existing_folder_unless_forced(capsys, tmp_path):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "NOTES.txt").write_text("mine")
+    code, output = new(capsys, "new-task", "fresh-task", "--dir", str(folder))
+    assert code == 2 and "already exists" in output and "--force" in output
+    assert [p.name for p in folder.iterdir()] == ["NOTES.txt"]
+
+    code, output = new(capsys, "new-task", "fresh-task", "--dir", str(folder), "--force")
+    assert code == 0 and "pip install -e" in output
+    assert (folder / "tokbench_fresh_task" / "task.py").is_file()
+    assert (folder / "NOTES.txt").read_text() == "mine", "--force replaces generated files only"
+
+
+def test_default_folder_is_named_after_the_distribution(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, _ = new(capsys, "new-model", "my_head")
+    assert code == 0 and (tmp_path / "tokbench-my_head" / "tokbench_my_head" / "model.py").is_file()
+
+
+@pytest.mark.parametrize(("kind", "name", "implementation"), [
+    ("task", "first-token", "task.py"), ("model", "one-head", "model.py")])
+def test_generates_a_complete_package(tmp_path, kind, name, implementation):
+    names, folder = Names(kind, name), tmp_path / "pkg"
+    written = scaffold(names, folder)
+    relative = sorted(str(p.relative_to(folder)) for p in written)
+    module = names.module
+    test_file = "tests/test_task.py" if kind == "task" else "tests/test_model.py"
+    assert relative == sorted(["README.md", "pyproject.toml", f"{module}/__init__.py", f"{module}/{implementation}",
+                               "tests/conftest.py", "tests/test_conformance.py", test_file])
+    for path in written:
+        text = path.read_text()
+        assert "${" not in text, f"unfilled placeholder in {path.name}"
+        if path.suffix == ".py":
+            compile(text, str(path), "exec")
+    project = tomllib.loads((folder / "pyproject.toml").read_text())
+    assert project["project"]["name"] == f"tokbench-{name}"
+    assert project["project"]["entry-points"]["tokbench"] == {name: module}
+    assert project["tool"]["setuptools"]["packages"] == [module]
+    assert f'{kind}s = ["{name}"]' in (folder / "tests/test_conformance.py").read_text()
+    assert 'pytest_plugins = ["tokbench.testing"]' in (folder / "tests/conftest.py").read_text()
+
+
+def test_generated_model_trains_with_the_harness(tmp_path, monkeypatch):
+    """The model template is a working model, not a stub (the task template is run end to end elsewhere)."""
+    import torch
+
+    from tokbench.harness import predict, run_pairing
+
+    names = Names("model", "probe-head")
+    scaffold(names, tmp_path / "pkg")
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    spec = __import__(names.module).MODEL
+    task = registry().task("random-walk").create({"p": 0.9, "context_length": 8, "train_size": 256,
+                                                 "val_size": 64, "test_size": 256})
+    result = run_pairing(task, spec, spec.resolve(), spec.recipe, seed=0, accelerator="cpu")
+    assert all(math.isfinite(x) for x in result.curve["loss"])
+    assert result.metrics["accuracy"] > 0.8, "learns the parent of a p = 0.9 walk (Bayes-optimal 0.9)"
+    output = predict(spec.build(spec.resolve(), task), task.make_split("test", 0).tokens)
+    assert output.logits.shape == (256, 6)
+    assert torch.allclose(output.attention.sum(-1), torch.ones(256))
+    for module in [m for m in sys.modules if m.startswith(names.module)]:
+        del sys.modules[module]
+
+
+def test_templates_ship_in_the_wheel_and_the_qa_plugin_does_not(tmp_path):
+    """A non-editable install carries the templates; plugins/tokbench-qa stays a distribution of its own."""
+    source = tmp_path / "src"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
+    for part in ("pyproject.toml", "README.md", "benchmark", "plugins"):
+        if (ROOT / part).is_dir():
+            shutil.copytree(ROOT / part, source / part, ignore=ignore)
+        elif (ROOT / part).exists():
+            shutil.copy(ROOT / part, source / part)
+        else:  # the README is optional for building
+            (source / part).write_text("tokbench\n")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(source)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp_path / "wheel").glob("tokbench-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    templates = ROOT / "benchmark" / "tokbench" / "templates"
+    expected = {str(p.relative_to(ROOT / "benchmark")) for p in templates.rglob("*.tmpl")}
+    assert expected and expected <= set(names)
+    assert "tokbench/testing.py" in names and "tokbench/commands/scaffold.py" in names
+    assert not [n for n in names if "tokbench_qa" in n or "tokbench-qa" in n]

@@ -45,7 +45,7 @@ def create(root: Path) -> Environment:
     parents = [p for p in [*site.getsitepackages(), site.getusersitepackages()] if Path(p).is_dir()]
     # An `import` line in a .pth file runs at start-up; addsitedir also processes the parents' .pth files,
     # which is where editable installs (tokbench's own, in development) put themselves.
-    Path(own_site, "_parent_site.pth").write_text(f"import site; [site.addsitedir(p) for p in {parents!r}]\n")
+    Path(own_site, "_parent_site.pth").write_text(f"import site; list(map(site.addsitedir, {parents!r}))\n")
     return env
 
 

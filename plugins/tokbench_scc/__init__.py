@@ -23,8 +23,8 @@ SCC_AUTOMATON = TaskSpec(
     citation=CITATION_B,
     implementation="tokbench_scc.tasks:SCCAutomatonTask",
     params=(
-        Param("K", "int", 8, "tokens in the vocabulary", low=2),
-        Param("context_length", "int", 6, "T distinct tokens per sequence, the last one the query (T <= K)", low=1),
+        Param("K", "int", 6, "tokens in the vocabulary", low=2),
+        Param("context_length", "int", 4, "T distinct tokens per sequence, the last one the query (T <= K)", low=1),
         Param("num_sccs", "int", 3, "SCCs per query token; sizes from random cut points", low=1),
         Param("weights", "str", "random", "composition weights inside an SCC: all equal, or drawn once from Exp(1)",
               choices=("uniform", "random")),

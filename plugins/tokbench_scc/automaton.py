@@ -82,6 +82,7 @@ class SCCAutomaton:
         The query's own class is always present, so retrieval stops there.
         """
         K = self.vocab_size
+        self._check_enumeration(T)
         total = 0.0
         for k in range(K):
             above = 0
@@ -98,18 +99,29 @@ class SCCAutomaton:
                 above += len(free)
         return total / (K * comb(K - 1, T - 1))
 
+    def _equal_weights(self, k: int, members: list[int]) -> bool:
+        return len(set(self.weight[k, members].tolist())) == 1
+
+    def _check_enumeration(self, T: int) -> None:
+        """Refuse, before any work, an exact computation that would enumerate too many subsets."""
+        subsets = sum(
+            comb(len(members), b)
+            for k in range(self.vocab_size) for members in self.classes(k) if not self._equal_weights(k, members)
+            for b in range(min(len(members), T) + 1)
+        )
+        if subsets > MAX_ENUMERATED_SUBSETS:
+            raise ParamError(
+                f"the exact Bayes accuracy would enumerate {subsets:.3g} subsets of SCCs with drawn weights "
+                f"(limit {MAX_ENUMERATED_SUBSETS:.0e}), too large; use more SCCs, a shorter context or weights=uniform"
+            )
+
     def _mean_top_share(self, k: int, free: list[int], forced: list[int], b: int) -> float:
         """Sum over the b-subsets B of ``free`` of max/sum of the weights of B + forced (0 if empty)."""
         if b == 0 and not forced:
             return 0.0
-        w = self.weight[k].tolist()
-        if len(set(w[t] for t in free + forced)) == 1:  # equal weights: every subset scores 1/|A|
+        if self._equal_weights(k, free + forced):  # every subset scores 1/|A|
             return comb(len(free), b) / (b + len(forced))
-        if comb(len(free), b) > MAX_ENUMERATED_SUBSETS:
-            raise ParamError(
-                f"an SCC of {len(free) + len(forced)} tokens with drawn weights is too large for the exact "
-                "Bayes accuracy; use more SCCs, a shorter context or weights=uniform"
-            )
+        w = self.weight[k].tolist()
         return sum(
             max(w[t] for t in subset) / sum(w[t] for t in subset)
             for subset in (list(c) + forced for c in itertools.combinations(free, b))

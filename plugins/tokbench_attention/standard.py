@@ -65,8 +65,10 @@ class StandardAttention(TokenModel):
                 parameter.normal_(0.0, sigma)
         elif init == "zero":
             # Zero one factor of each product: W_q^T W_k and W_o W_v start at 0, so the
-            # attention starts uniform and the logits at 0, as [A]'s W = 0, V = 0. Zeroing
-            # both factors would make both gradients vanish identically, for ever.
+            # attention starts uniform (ALiBi's fixed bias aside) and the logits at 0, as
+            # [A]'s W = 0, V = 0. Zeroing both factors of a product would make both of its
+            # gradients vanish identically, for ever; so would a zero slot where no position
+            # table feeds the query (the query would be 0 as well as the keys).
             self.key.weight.zero_()
             self.output.weight.zero_()
             for parameter in self.positional.parameters():

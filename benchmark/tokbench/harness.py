@@ -33,6 +33,7 @@ for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lig
     logging.getLogger(_name).setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
 warnings.filterwarnings("ignore", message=r".*LightningModule.*has parameters that were not used.*")
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")  # Lightning vs newer torch
 
 
 class NonFiniteLossError(TokbenchError):

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench.commands import loaded_registry
+from tokbench.errors import UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
@@ -84,6 +85,18 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 
 
+def _train(args: argparse.Namespace, todo: list[Pairing], headline: str, console: Console) -> dict[str, Any]:
+    """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot create the records folder: {exc.strerror}") from None
+    print(f"tokbench: {headline} into {args.out}/", file=sys.stderr)
+    executor = make_executor(args.executor, args.out, git_commit(), args.jobs, len(todo), args.ray_address)
+    with make_progress(todo, console, args.quiet) as progress:
+        return {record["config_hash"]: record for record in run_grid(todo, executor, progress)}
+
+
 def _run(args: argparse.Namespace) -> int:
     console = Console()
     err = Console(stderr=True)
@@ -93,8 +106,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.shard:
         grid = shard(grid, *parse_shard(args.shard))
     if args.ray_address and args.executor != "ray":
-        from tokbench.errors import UsageError
-
         raise UsageError("--ray-address needs --executor ray")
 
     loaded = load_records(args.out, strict=args.strict)
@@ -107,21 +118,17 @@ def _run(args: argparse.Namespace) -> int:
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
     if todo:
-        err.print(f"tokbench: {len(todo)} of {len(grid)} pairings to run from {suite.origin} into {args.out}/",
-                  highlight=False)
-        executor = make_executor(args.executor, args.out, git_commit(), args.jobs, len(todo), args.ray_address)
-        with make_progress(todo, console, args.quiet) as progress:
-            for record in run_grid(todo, executor, progress):
-                finished[record["config_hash"]] = record
+        finished.update(_train(args, todo, f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}", console))
     else:
-        err.print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)")
+        print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)", file=sys.stderr)
 
     records = [finished[p.config_hash] for p in grid]
     print_summary(records, console)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         variants = variant_labels(records)
-        err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):")
+        err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):",
+                  soft_wrap=True)
         for record in failed:
             err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False,
                       soft_wrap=True)

@@ -99,7 +99,9 @@ def test_default_suite_is_every_task_by_every_model_with_three_seeds():
     for p in pairings:
         seeds.setdefault((p.task_spec.name, p.model_spec.name), set()).add(p.seed)
     assert all(len(s) >= 3 for s in seeds.values())
-    assert all(p.recipe.steps <= 100 for p in pairings)  # the suite's budget
+    budget = load_suite("default").max_steps
+    assert budget and all(p.recipe.steps <= budget for p in pairings)
+    assert {p.recipe.steps for p in pairings if p.model_spec.name == "attn-paper-b"} == {budget}  # 4000 capped
 
 
 def test_paper_suite_holds_the_papers_settings():

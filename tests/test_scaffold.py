@@ -130,3 +130,18 @@ def test_templates_ship_in_the_wheel_and_the_qa_plugin_does_not(tmp_path):
     assert expected and expected <= set(names)
     assert "tokbench/testing.py" in names and "tokbench/commands/scaffold.py" in names
     assert not [n for n in names if "tokbench_qa" in n or "tokbench-qa" in n]
+
+
+def test_contributing_shows_the_generated_example(tmp_path):
+    """CONTRIBUTING.md's complete example is the code `tokbench new-task first-token` writes (comments aside)."""
+    guide = (ROOT / "CONTRIBUTING.md").read_text()
+    example = guide.split("### A complete example", 1)[1].split("\n## ", 1)[0]
+    blocks = example.split("```python\n")[1:]
+    assert len(blocks) == 2
+    names = Names("task", "first-token")
+    scaffold(names, tmp_path / "pkg")
+    for block, module in zip(blocks, ("__init__.py", "task.py")):
+        generated = (tmp_path / "pkg" / names.module / module).read_text()
+        generated_lines = {line.split("  #")[0].rstrip() for line in generated.splitlines()}
+        for line in block.split("```", 1)[0].splitlines():
+            assert line.split("  #")[0].rstrip() in generated_lines, f"CONTRIBUTING.md line not in {module}: {line!r}"

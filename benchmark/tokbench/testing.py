@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -36,6 +36,13 @@ from tokbench.errors import ParamError, UsageError
 from tokbench.params import Param
 from tokbench.plugins import registry
 from tokbench.specs import ModelSpec, TaskSpec
+
+if TYPE_CHECKING:  # torch is imported only when a check runs, so that collection stays fast
+    import torch
+
+    from tokbench.harness import PairingResult
+    from tokbench.model import TokenModel
+    from tokbench.task import Split, Task
 
 SMALL_SPLIT = 64  # samples per split in the checks that train or inspect splits
 BAYES_SAMPLES = 20_000  # sample for the Bayes-predictor check
@@ -89,13 +96,14 @@ def small_params(spec: TaskSpec) -> dict[str, Any]:
 
 
 @cache
-def small_task(name: str):  # -> tokbench.task.Task; torch is imported only when a check runs
+def small_task(name: str) -> Task:
+    """The registered task ``name`` with its split sizes shrunk (see :func:`small_params`)."""
     spec = registry().task(name)
     return spec.create(small_params(spec))
 
 
 @cache
-def build(model_name: str, task_name: str):  # -> (TokenModel, Split)
+def build(model_name: str, task_name: str) -> tuple[TokenModel, Split]:
     """The model with default parameters, fitted on the task's small training split, from init seed 0."""
     import torch
 
@@ -111,7 +119,7 @@ def build(model_name: str, task_name: str):  # -> (TokenModel, Split)
 
 
 @cache
-def pairing(task_name: str, model_name: str):  # -> tokbench.harness.PairingResult
+def pairing(task_name: str, model_name: str) -> PairingResult:
     """Run the pairing through the harness for at most two optimiser steps, at seed 0."""
     from tokbench.harness import run_pairing
 
@@ -154,7 +162,8 @@ def check_metadata(spec: TaskSpec | ModelSpec) -> None:
     """What the leaderboard and ``tokbench ls`` show must be there."""
     for attribute in ("name", "version", "description", "implementation"):
         value = getattr(spec, attribute)
-        assert isinstance(value, str) and value.strip(), f"{spec.kind} {spec.name!r}: {attribute} must be a non-empty string"
+        assert isinstance(value, str) and value.strip(), (
+            f"{spec.kind} {spec.name!r}: {attribute} must be a non-empty string")
 
 
 def check_pairing(task_name: str, model_name: str) -> None:
@@ -248,7 +257,8 @@ class TaskConformance(_Conformance):
         for name, mask in split.attention_targets.items():
             assert isinstance(name, str) and name, "attention target names are non-empty strings"
             assert mask.dtype == torch.bool, f"{name}: dtype {mask.dtype}, expected torch.bool"
-            assert mask.shape == split.tokens.shape, f"{name}: shape {tuple(mask.shape)}, expected {tuple(split.tokens.shape)}"
+            assert mask.shape == split.tokens.shape, (
+                f"{name}: shape {tuple(mask.shape)}, expected {tuple(split.tokens.shape)}")
             assert bool(mask.any(dim=1).all()), f"{name}: some rows mark no position"
 
     def test_one_training_step_with_every_model(self, task_name: str, model_name: str) -> None:
@@ -284,7 +294,7 @@ class ModelConformance(_Conformance):
         check_pairing(task_name, model_name)
 
 
-def _check_attention(name: str, weights, leading: tuple[int, ...], T: int) -> None:
+def _check_attention(name: str, weights: torch.Tensor, leading: tuple[int, ...], T: int) -> None:
     """(*leading, T + S) weights, S >= 0 extra slots, non-negative, each row summing to 1."""
     import torch
 
@@ -297,7 +307,8 @@ def _check_attention(name: str, weights, leading: tuple[int, ...], T: int) -> No
         f"{name} rows sum to {float(total.min()):.6f}..{float(total.max()):.6f}, not 1")
 
 
-def _same(a, b) -> bool:  # two Splits, compared exactly
+def _same(a: Split, b: Split) -> bool:
+    """Two splits are identical, tokens, labels and attention targets."""
     import torch
 
     if a.tokens.shape != b.tokens.shape or a.attention_targets.keys() != b.attention_targets.keys():

@@ -34,7 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"an example {kind}, tests that run the conformance kit, and a README. Then `pip install -e` it.")
         parser.add_argument("name", help=f"the {kind}'s name: lowercase letters and digits, words joined by - or _")
         parser.add_argument("--dir", type=Path, metavar="DIR", help="the folder to create (default: ./tokbench-NAME)")
-        parser.add_argument("--force", action="store_true", help="write into DIR even if it exists (generated files are replaced)")
+        parser.add_argument("--force", action="store_true",
+                            help="write into DIR even if it exists (generated files are replaced)")
         parser.set_defaults(handler=_new, kind=kind)
 
 
@@ -97,7 +98,8 @@ def _template_files(root: Traversable, prefix: tuple[str, ...] = ()) -> list[tup
 def scaffold(names: Names, folder: Path, force: bool = False) -> list[Path]:
     """Render the ``names.kind`` templates into ``folder``; return the files written."""
     if folder.exists() and not force:
-        raise UsageError(f"folder {folder} already exists; choose another --dir, or pass --force to overwrite the generated files")
+        raise UsageError(
+            f"folder {folder} already exists; choose another --dir, or pass --force to overwrite the generated files")
     values = names.substitutions()
     written = []
     for parts, text in _template_files(files("tokbench") / "templates" / names.kind):

@@ -41,4 +41,5 @@ def test_the_two_preference_sentences_have_the_same_bag_of_words():
     bags = torch.nn.functional.one_hot(split.tokens, len(WORDS)).sum(1)
     assert (bags == bags[0]).all(), "every sentence has the same word counts"
     assert set(split.labels.tolist()) == {APPLE, ORANGE}, "yet the answers differ: a bag-of-words model is at 1/2"
-    assert decode(split.tokens[split.labels == APPLE][0]) == "i prefer an apple to an orange . which fruit do i prefer ?"
+    first_apple = split.tokens[split.labels == APPLE][0]
+    assert decode(first_apple) == "i prefer an apple to an orange . which fruit do i prefer ?"

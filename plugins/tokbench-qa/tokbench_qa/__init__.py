@@ -29,7 +29,10 @@ FRUIT_COUNT = TaskSpec(
     ),
     citation=CITATION,
     implementation="tokbench_qa.tasks:FruitCount",
-    params=(Param("items", "int", 5, "fruits in the list (odd, so there is always a majority)", low=1, high=99), *SIZES),
+    params=(
+        Param("items", "int", 5, "fruits in the list (odd, so there is always a majority)", low=1, high=99),
+        *SIZES,
+    ),
 )
 
 FRUIT_PREFERENCE = TaskSpec(

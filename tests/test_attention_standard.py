@@ -11,7 +11,8 @@ from tokbench.plugins import registry
 from tokbench_attention.positional import PositionalEncoding
 from tokbench_attention.standard import StandardAttention
 
-FAMILY = ("attn-nope", "attn-sinusoidal", "attn-learned", "attn-rope", "attn-alibi", "attn-t5bias", "attn-onehot-concat")
+FAMILY = ("attn-nope", "attn-sinusoidal", "attn-learned", "attn-rope", "attn-alibi", "attn-t5bias",
+          "attn-onehot-concat")
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,8 @@ def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...],
 STANDARD = tuple(_standard_spec(f"attn-{key}", *row) for key, row in VARIANTS.items())
 # Named presets for [A]'s starting point: a query slot, attention uniform and outputs zero at step 0.
 ZERO_INIT = tuple(
-    _standard_spec(f"attn-{key}-zeroinit", *VARIANTS[key], query="slot", init="zero") for key in ("rope", "onehot-concat")
+    _standard_spec(f"attn-{key}-zeroinit", *VARIANTS[key], query="slot", init="zero")
+    for key in ("rope", "onehot-concat")
 )
 
 

@@ -37,6 +37,15 @@ def _plain_loop(task, spec, params, recipe, seed, train) -> None:
 
 
 def run(quick: bool) -> list[tuple[str, float, str]]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # microsecond steps: more intra-op threads only add synchronisation
+    try:
+        return _rows(quick)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _rows(quick: bool) -> list[tuple[str, float, str]]:
     reg = registry()
     spec = reg.model("attn-paper-b")
     params = spec.resolve({})
@@ -51,7 +60,7 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
         2 if quick else 5,
     )
     rows.append(("harness / plain loop, attn-paper-b, scc-implicit-bias", t_harness / t_plain,
-                 f"{recipe.steps} NGD steps, n=6, T=4, K=6, d=8 (target <= 1.10); "
+                 f"{recipe.steps} NGD steps, n=6, T=4, K=6, d=8, 1 thread (target <= 1.10); "
                  f"harness {t_harness:.2f}s, plain {t_plain:.2f}s"))
 
     for variant, sizes in PAPER_SIZES.items():

@@ -19,6 +19,11 @@ from tokbench.errors import ParamError
 MAX_ENUMERATED_SUBSETS = 2_000_000  # bound on the exact Bayes computation for drawn weights
 
 
+def distinct_tokens(n: int, K: int, T: int, generator: torch.Generator) -> torch.Tensor:
+    """(n, T) sequences of T distinct tokens of K, uniform in set and order."""
+    return torch.rand(n, K, generator=generator).argsort(dim=1)[:, :T]
+
+
 @dataclass(frozen=True)
 class SCCAutomaton:
     """rank[k, t]: priority class of token t under query k (0 is the highest).
@@ -57,7 +62,7 @@ class SCCAutomaton:
 
     def sample(self, n: int, T: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``n`` sequences: tokens (n, T), labels (n,), and the (n, T) mask of the retrieved SCC."""
-        tokens = torch.rand(n, self.vocab_size, generator=generator).argsort(dim=1)[:, :T]
+        tokens = distinct_tokens(n, self.vocab_size, T, generator)
         rank = self.rank[tokens[:, -1:], tokens]  # (n, T) ranks under each sample's query
         retrieved = rank == rank.min(dim=1, keepdim=True).values
         weight = self.weight[tokens[:, -1:], tokens] * retrieved

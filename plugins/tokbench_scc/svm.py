@@ -58,8 +58,11 @@ def graph_svm_constraints(tokens: np.ndarray, labels: np.ndarray,
                 equal.add((k, *sorted((y, j))))  # (y, j) and (j, y) state the same equality
             else:
                 above.add((k, y, j))
-    as_array = lambda triples: np.array(sorted(triples), dtype=np.int64).reshape(-1, 3)  # noqa: E731
-    return Constraints(as_array(equal), as_array(above))
+    return Constraints(_triples(equal), _triples(above))
+
+
+def _triples(triples: set[tuple[int, int, int]]) -> np.ndarray:
+    return np.array(sorted(triples), dtype=np.int64).reshape(-1, 3)
 
 
 def constraint_rows(triples: np.ndarray, embeddings: np.ndarray) -> np.ndarray:

@@ -8,14 +8,9 @@ import torch
 from tokbench.errors import ParamError, UsageError
 from tokbench.model import TokenModel
 from tokbench.task import Split, Task
-from tokbench_scc.automaton import SCCAutomaton
+from tokbench_scc.automaton import SCCAutomaton, distinct_tokens
 from tokbench_scc.svm import InfeasibleSVMError, correlation, solve_graph_svm
 from tokbench_scc.tpg import all_acyclic, token_priority_graphs, top_scc_mask
-
-
-def distinct_tokens(n: int, K: int, T: int, generator: torch.Generator) -> torch.Tensor:
-    """(n, T) sequences of T distinct tokens of K, uniform in set and order."""
-    return torch.rand(n, K, generator=generator).argsort(dim=1)[:, :T]
 
 
 def _check_length(K: int, T: int) -> None:

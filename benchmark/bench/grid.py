@@ -5,6 +5,7 @@ pairing, the summary), into a fresh records folder. --quick runs one seed per pa
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,12 +29,14 @@ def _run_default(jobs: int, quick: bool, out: Path) -> tuple[float, int]:
 
 
 def run(quick: bool) -> list[tuple[str, float, str]]:
+    load = os.getloadavg()[0]  # other processes on the cores skew --jobs 1 most: its 2 torch threads wait for each other
     with tempfile.TemporaryDirectory() as tmp:
         one, pairings = _run_default(1, quick, Path(tmp) / "jobs1")
         two, _ = _run_default(2, quick, Path(tmp) / "jobs2")
     suite = "default suite" + (" (1 seed)" if quick else "")
     return [
         (f"{suite}: --jobs 2 speed-up over --jobs 1", one / two,
-         f"{usable_cores()} cores; target >= 1.7 on 2 cores; --jobs 1 {one:.0f} s, --jobs 2 {two:.0f} s"),
+         f"{usable_cores()} cores, load average {load:.1f} before; target >= 1.7 on 2 cores; "
+         f"--jobs 1 {one:.0f} s, --jobs 2 {two:.0f} s"),
         (f"{suite}: wall seconds with --jobs 2", two, f"{pairings} pairings, whole `tokbench run` process"),
     ]

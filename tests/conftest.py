@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+# One intra-op thread for the tests and the CLI processes they start: the models are small, and
+# on 2 shared cores torch's default thread pool made them up to 10x slower without changing a number.
+os.environ["OMP_NUM_THREADS"] = "1"
+
 FAKE_PLUGINS = Path(__file__).parent / "fake_plugins"
 
 

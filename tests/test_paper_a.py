@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tokbench.errors import ParamError
-from tokbench.harness import _train, predict, run_pairing
+from tokbench.harness import predict, run_pairing, train_model
 from tokbench.plugins import registry
 from tokbench_attention.paper_a import dense_forward, position_vectors
 
@@ -83,7 +83,7 @@ def test_deterministic_walk_attention_is_exactly_uniform_per_sample():
     spec = reg.model("attn-paper-a")
     task = reg.task("deterministic-walk").create({"train_size": 1000})
     train = task.make_split("train", 0)
-    model, _, _ = _train(task, spec, spec.resolve({}), spec.recipe, 0, train, None, "cpu")
+    model, _, _ = train_model(task, spec, spec.resolve({}), spec.recipe, 0, train, None, "cpu")
     attention = predict(model, task.make_split("test", 0).tokens).attention[:, :96]
     assert float((attention.max(1).values - attention.min(1).values).max()) < 1e-6
     # V = v 1^T: every row constant, so f = V X a depends on no token. [A] states V stays

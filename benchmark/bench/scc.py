@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from timing import compare, median_seconds  # noqa: E402
 
-from tokbench.harness import run_pairing  # noqa: E402
+from tokbench.harness import train_model  # noqa: E402
 from tokbench.optim import make_optimizer  # noqa: E402
 from tokbench.plugins import registry  # noqa: E402
 from tokbench.seeding import derive_seed  # noqa: E402
@@ -55,7 +55,7 @@ def _rows(quick: bool) -> list[tuple[str, float, str]]:
     train = task.make_split("train", 0)
     recipe = spec.recipe  # 4000 normalised GD steps
     t_harness, t_plain = compare(
-        lambda: run_pairing(task, spec, params, recipe, 0, accelerator="cpu"),
+        lambda: train_model(task, spec, params, recipe, 0, train, None, "cpu"),
         lambda: _plain_loop(task, spec, params, recipe, 0, train),
         2 if quick else 5,
     )

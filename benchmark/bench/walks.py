@@ -6,7 +6,7 @@ import random
 import torch
 
 from timing import compare
-from tokbench.harness import _train
+from tokbench.harness import train_model
 from tokbench.plugins import registry
 from tokbench.seeding import derive_seed
 from tokbench_attention.paper_a import dense_forward
@@ -55,7 +55,7 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
     recipe = spec.recipe.override({"steps": steps})
     train = task.make_split("train", 0)
     t_harness, t_plain = compare(
-        lambda: _train(task, spec, params, recipe, 0, train, None, "cpu"),
+        lambda: train_model(task, spec, params, recipe, 0, train, None, "cpu"),
         lambda: _plain_loop(task, spec, params, recipe, 0, train),
         repeats,
     )

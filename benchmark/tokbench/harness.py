@@ -1,8 +1,11 @@
 """Run one pairing: train a model on a task with PyTorch Lightning, then evaluate it.
 
-The training split is served by an iterable dataset that repeats forever, and
-the Trainer is bounded by ``max_steps`` alone, so there is no per-epoch work:
-one optimiser step costs one forward and backward pass plus Lightning's hooks.
+The Trainer drives training in a few blocks of optimiser steps (one Lightning
+step per block, one epoch in all), so Lightning's per-step machinery, about a
+millisecond on a CPU, is paid per block rather than per optimiser step. Inside a
+block the steps are plain autograd and optimiser calls: the small models of this
+benchmark take well under a millisecond per step, and would otherwise spend most
+of their time in the framework. Mini-batch recipes draw a new batch per step.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from tokbench.specs import ModelSpec, Recipe
 from tokbench.task import Split, Task
 
 CURVE_POINTS = 100  # logged points per training curve
+LIGHTNING_STEPS = 10  # Lightning steps (blocks of optimiser steps) per training run
 EVAL_CHUNK = 8192  # samples per evaluation forward pass, to bound memory
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
@@ -50,23 +54,34 @@ class PairingResult:
     attention_profile: list[float] | None = None
 
 
-class _Batches(IterableDataset):
-    """The training split, forever: the full batch each step, or seeded random mini-batches."""
+class _Blocks(IterableDataset):
+    """One item per block of optimiser steps: tokens (r, b, T) and labels (r, b).
 
-    def __init__(self, split: Split, batch_size: int, seed: int) -> None:
+    Full batch: r = 1, the whole training split, reused by every step of the block
+    (and moved to the device once). Mini-batches: r = block, seeded random batches.
+    """
+
+    def __init__(self, split: Split, batch_size: int, block: int, seed: int) -> None:
         self.tokens, self.labels = split.tokens, split.labels
-        self.batch_size, self.seed = batch_size, seed
+        self.batch_size, self.block, self.seed = batch_size, block, seed
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = len(self.labels)
         if self.batch_size == 0 or self.batch_size >= n:
             while True:
-                yield self.tokens, self.labels
+                yield self.tokens[None], self.labels[None]
         generator = torch.Generator().manual_seed(self.seed)
+        batches = iter(())
         while True:
-            for idx in torch.randperm(n, generator=generator).split(self.batch_size):
-                if len(idx) == self.batch_size:
-                    yield self.tokens[idx], self.labels[idx]
+            picked = []
+            while len(picked) < self.block:
+                idx = next(batches, None)
+                if idx is None:
+                    batches = iter(torch.randperm(n, generator=generator)[: n - n % self.batch_size].split(self.batch_size))
+                    continue
+                picked.append(idx)
+            idx = torch.stack(picked)
+            yield self.tokens[idx], self.labels[idx]
 
 
 class PairingModule(pl.LightningModule):
@@ -74,27 +89,41 @@ class PairingModule(pl.LightningModule):
 
     def __init__(self, model: TokenModel, recipe: Recipe) -> None:
         super().__init__()
+        self.automatic_optimization = False
         self.model, self.recipe = model, recipe
+        self.block = max(1, math.ceil(recipe.steps / LIGHTNING_STEPS))
         self.log_every = max(1, recipe.steps // CURVE_POINTS)
         self.curve: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
         self.last_loss = math.nan
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    @property
+    def blocks(self) -> int:
+        return math.ceil(self.recipe.steps / self.block)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         tokens, labels = batch
-        output = self.model(tokens)
-        loss = self.model.loss(output, labels)
-        step = self.global_step
-        if step % self.log_every == 0 or step == self.recipe.steps - 1:
-            value = loss.item()
-            if not math.isfinite(value):
-                raise NonFiniteLossError(f"loss became {value} at step {step}")
-            accuracy = (output.logits.argmax(-1) == labels).double().mean().item()
-            for key, item in (("step", step), ("loss", value), ("accuracy", accuracy)):
-                self.curve[key].append(item)
-            if self.logger is not None:
-                self.logger.log_metrics({"train_loss": value, "train_accuracy": accuracy}, step=step)
-            self.last_loss = value
-        return loss
+        optimizer = self.optimizers(use_pl_optimizer=False)
+        first = batch_idx * self.block
+        for step in range(first, min(first + self.block, self.recipe.steps)):
+            i = (step - first) % len(tokens)
+            output = self.model(tokens[i])
+            loss = self.model.loss(output, labels[i])
+            if step % self.log_every == 0 or step == self.recipe.steps - 1:
+                self._log(step, loss, output, labels[i])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    def _log(self, step: int, loss: torch.Tensor, output: ModelOutput, labels: torch.Tensor) -> None:
+        value = loss.item()
+        if not math.isfinite(value):
+            raise NonFiniteLossError(f"loss became {value} at step {step}")
+        accuracy = (output.logits.argmax(-1) == labels).double().mean().item()
+        for key, item in (("step", step), ("loss", value), ("accuracy", accuracy)):
+            self.curve[key].append(item)
+        if self.logger is not None:
+            self.logger.log_metrics({"train_loss": value, "train_accuracy": accuracy}, step=step)
+        self.last_loss = value
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return make_optimizer(self.recipe.optimizer, self.model.parameters(), self.recipe.lr)
@@ -127,13 +156,13 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
     return metrics, profile
 
 
-def _trainer(steps: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
+def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
     logger: Any = False
     if out_dir is not None:
         logger = pl.loggers.CSVLogger(str(out_dir), name="", version="")
     return pl.Trainer(
-        max_steps=steps,
-        max_epochs=-1,
+        max_epochs=1,
+        limit_train_batches=blocks,
         accelerator=accelerator,
         devices=1,
         logger=logger,
@@ -142,23 +171,26 @@ def _trainer(steps: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
         enable_model_summary=False,
         num_sanity_val_steps=0,
         limit_val_batches=0,
-        log_every_n_steps=max(1, steps // CURVE_POINTS),
     )
 
 
-def _train(
+def train_model(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
     train: Split, out_dir: Path | None, accelerator: str,
 ) -> tuple[TokenModel, PairingModule, int]:
-    """Build the model from the run's init seed and train it; returns the steps taken."""
+    """Build the model from the run's init seed and train it on ``train`` with ``recipe``.
+
+    Returns the trained model, its Lightning module (which holds the curve) and the
+    number of optimiser steps taken (0 for models without trainable parameters).
+    """
     torch.manual_seed(derive_seed(seed, "init"))
     model = model_spec.build(model_params, task)
     model.fit(train)
     module = PairingModule(model, recipe)
     if recipe.steps == 0 or not any(p.requires_grad for p in model.parameters()):
         return model, module, 0
-    loader = DataLoader(_Batches(train, recipe.batch_size, derive_seed(seed, "batches")), batch_size=None)
-    _trainer(recipe.steps, out_dir, accelerator).fit(module, train_dataloaders=loader)
+    blocks = _Blocks(train, recipe.batch_size, module.block, derive_seed(seed, "batches"))
+    _trainer(module.blocks, out_dir, accelerator).fit(module, train_dataloaders=DataLoader(blocks, batch_size=None))
     return model, module, recipe.steps
 
 
@@ -189,7 +221,7 @@ def run_pairing(
     best: tuple[float, TokenModel, PairingModule, int, Recipe] | None = None
     for lr in recipe.lr_grid or (recipe.lr,):
         candidate = recipe.with_lr(lr)
-        model, module, steps = _train(task, model_spec, model_params, candidate, seed, train, out_dir, accelerator)
+        model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir, accelerator)
         if recipe.lr_grid:
             val_accuracy, _ = evaluate(model, task, val)
             selection[f"{lr:g}"] = val_accuracy["accuracy"]

@@ -6,11 +6,11 @@ import pytest
 from scipy.optimize import lsq_linear
 
 from tokbench.errors import UsageError
+from tokbench.metrics import matrix_correlation as correlation
 from tokbench_scc.svm import (
     TOLERANCE,
     InfeasibleSVMError,
     constraint_rows,
-    correlation,
     graph_svm_constraints,
     margins,
     solve_graph_svm,

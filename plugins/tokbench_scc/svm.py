@@ -121,10 +121,3 @@ def solve_graph_svm(tokens: np.ndarray, labels: np.ndarray, embeddings: np.ndarr
             f"the graph-SVM constraints are infeasible for these embeddings (best violation {violation:.2e})"
         )
     return W
-
-
-def correlation(a: np.ndarray, b: np.ndarray) -> float:
-    """<A, B> / (||A||_F ||B||_F); 0 when either matrix is zero."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    denominator = np.linalg.norm(a) * np.linalg.norm(b)
-    return 0.0 if denominator == 0 else float((a * b).sum() / denominator)

@@ -9,7 +9,8 @@ from tokbench.errors import ParamError, UsageError
 from tokbench.model import TokenModel
 from tokbench.task import Split, Task
 from tokbench_scc.automaton import SCCAutomaton, distinct_tokens
-from tokbench_scc.svm import InfeasibleSVMError, correlation, solve_graph_svm
+from tokbench.metrics import matrix_correlation
+from tokbench_scc.svm import InfeasibleSVMError, solve_graph_svm
 from tokbench_scc.tpg import all_acyclic, token_priority_graphs, top_scc_mask
 
 
@@ -132,7 +133,7 @@ class SCCImplicitBiasTask(Task):
             W_svm = solve_graph_svm(split.tokens.numpy(), split.labels.numpy(), E)
         except InfeasibleSVMError:
             return {}  # no max-margin direction exists for this embedding: the diagnostic does not apply
-        return {"svm_correlation": correlation(W, W_svm)}
+        return {"svm_correlation": matrix_correlation(W, W_svm)}
 
     def describe(self) -> str:
         p = self.params

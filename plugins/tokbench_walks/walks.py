@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from tokbench.metrics import matrix_correlation
 from tokbench.model import TokenModel
 from tokbench.task import Split, Task
 
@@ -22,13 +23,6 @@ def transition_matrix(K: int, p: float) -> torch.Tensor:
     pi[nodes, (nodes + 1) % K] += p
     pi[nodes, (nodes - 1) % K] += 1 - p
     return pi
-
-
-def matrix_correlation(a: torch.Tensor, b: torch.Tensor) -> float:
-    """<A, B> / (||A||_F ||B||_F); 0 when either matrix is zero."""
-    a, b = a.double(), b.double()
-    denominator = torch.linalg.norm(a) * torch.linalg.norm(b)
-    return 0.0 if denominator == 0 else float((a * b).sum() / denominator)
 
 
 class RandomWalk(Task):

@@ -106,22 +106,27 @@ def test_default_suite_is_every_task_by_every_model_with_three_seeds():
 
 def test_paper_suite_holds_the_papers_settings():
     pairings = expand(load_suite("paper"), registry())
-    rows = {(p.task_spec.name, p.model_spec.name, tuple(sorted(p.task_params.items())),
-             tuple(sorted(p.model_params.items())), p.recipe.lr, p.recipe.steps, p.recipe.optimizer)
-            for p in pairings}
-    by_task = lambda name: [r for r in rows if r[0] == name]  # noqa: E731
-    walks = {dict(r[2])["p"] for r in by_task("random-walk") if dict(r[2])["K"] == 6}
-    assert walks == {0.5, 0.8}
-    det = [r for r in by_task("deterministic-walk") if dict(r[3])["init"] == "zero"]
-    assert {(dict(r[2])["K"], dict(r[2])["laps"]) for r in det} == {(6, 16), (20, 5)}
-    assert {r[5] for r in det if dict(r[3])["dtype"] == "float64" and dict(r[3])["positions"] == "onehot"} == {50, 1000}
-    assert any(dict(r[3])["dtype"] == "float32" for r in det) and any(dict(r[3])["positions"] == "sinusoidal" for r in det)
-    assert all(dict(r[2])["train_size"] == 1000 and dict(r[2])["test_size"] == 1000 for r in by_task("random-walk"))
-    scc = {dict(r[2])["variant"]: (dict(r[2]), dict(r[3]), r[4:]) for r in by_task("scc-implicit-bias")}
-    assert (scc["acyclic"][0]["n"], scc["acyclic"][0]["context_length"], scc["acyclic"][0]["K"]) == (4, 6, 8)
-    assert (scc["cyclic"][0]["n"], scc["cyclic"][0]["context_length"], scc["cyclic"][0]["K"]) == (6, 4, 6)
-    assert all(v[1]["d"] == 8 and v[2] == (0.01, 4000, "ngd") for v in scc.values())
-    assert len([p for p in pairings if p.task_params.get("variant") == "cyclic"]) == 10
+    walks = [p for p in pairings if p.task_spec.name == "random-walk"]
+    assert all(p.model_spec.name == "attn-paper-a" for p in walks)
+    assert all(p.task_params["train_size"] == p.task_params["test_size"] == 1000 for p in walks)
+    assert {p.task_params["p"] for p in walks if p.task_params["K"] == 6} == {0.5, 0.8}
+    assert {(p.task_params["K"], p.task_params["context_length"]) for p in walks} == {(6, 96), (20, 100)}
+
+    pitfall = [p for p in pairings if p.task_spec.name == "deterministic-walk" and p.model_params["init"] == "zero"]
+    exact = [p for p in pitfall if p.model_params["dtype"] == "float64" and p.model_params["positions"] == "onehot"]
+    assert {(p.task_params["K"], p.task_params["laps"], p.recipe.steps) for p in exact} == {
+        (6, 16, 50), (6, 16, 1000), (20, 5, 50)}
+    assert {(p.model_params["dtype"], p.model_params["positions"]) for p in pitfall} == {
+        ("float64", "onehot"), ("float32", "onehot"), ("float64", "sinusoidal")}
+    assert all(p.recipe.optimizer == "gd" and p.recipe.lr == 1.0 for p in exact)
+
+    scc = [p for p in pairings if p.task_spec.name == "scc-implicit-bias"]
+    shapes = {p.task_params["variant"]: (p.task_params["n"], p.task_params["context_length"], p.task_params["K"])
+              for p in scc}
+    assert shapes == {"acyclic": (4, 6, 8), "cyclic": (6, 4, 6)}
+    assert all(p.model_spec.name == "attn-paper-b" and p.model_params["d"] == 8 for p in scc)
+    assert all((p.recipe.optimizer, p.recipe.lr, p.recipe.steps) == ("ngd", 0.01, 4000) for p in scc)
+    assert len([p for p in scc if p.task_params["variant"] == "cyclic"]) == 10  # [B]'s 10 trials
 
 
 # ---- expansion -------------------------------------------------------------------------------------------------

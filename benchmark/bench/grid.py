@@ -29,7 +29,7 @@ def _run_default(jobs: int, quick: bool, out: Path) -> tuple[float, int]:
 
 
 def run(quick: bool) -> list[tuple[str, float, str]]:
-    load = os.getloadavg()[0]  # other processes on the cores skew --jobs 1 most: its 2 torch threads wait for each other
+    load = os.getloadavg()[0]  # other processes skew --jobs 1 most: its 2 torch threads wait for each other
     with tempfile.TemporaryDirectory() as tmp:
         one, pairings = _run_default(1, quick, Path(tmp) / "jobs1")
         two, _ = _run_default(2, quick, Path(tmp) / "jobs2")

@@ -173,13 +173,15 @@ def validate(record: Any) -> None:
     _require(isinstance(record, dict), "not a tokbench run record (the JSON is not an object)")
     _require("schema_version" in record, "not a tokbench run record (no schema_version)")
     version = record["schema_version"]
-    _require(version == SCHEMA_VERSION, f"schema_version {version!r} is not supported (this tokbench reads {SCHEMA_VERSION})")
+    _require(version == SCHEMA_VERSION,
+             f"schema_version {version!r} is not supported (this tokbench reads {SCHEMA_VERSION})")
     _check_fields(record, "record", _TOP)
     _check_fields(record["meta"], "meta", _META)
     _check_fields(record["provenance"], "provenance", _PROVENANCE)
     expected = config_hash(record)
     _require(record["config_hash"] == expected,
-             f"config_hash {record['config_hash']} does not match the record's identity ({expected}): edited or corrupt")
+             f"config_hash {record['config_hash']} does not match the record's identity ({expected}): "
+             "edited or corrupt")
     if record["status"] == "ok":
         _require(record["error"] is None, "an ok record must have error null")
         _require(_is_number(record["metrics"].get("accuracy")), "an ok record needs a finite metrics.accuracy")

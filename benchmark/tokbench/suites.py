@@ -157,7 +157,8 @@ class _Checker:
         if (isinstance(value, list) and value and len(set(value)) == len(value)
                 and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
             return tuple(value)
-        raise self.fail(path, f"seeds must be a count N >= 1 (seeds 0..N-1) or a list of distinct seeds >= 0, got {value!r}")
+        raise self.fail(path, "seeds must be a count N >= 1 (seeds 0..N-1) or a list of distinct seeds >= 0, "
+                              f"got {value!r}")
 
     def names(self, value: Any, path: KeyPath) -> tuple[str, ...]:
         if isinstance(value, str):
@@ -199,7 +200,7 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
         raise check.fail(("budget",), "budget must be a table, e.g. [budget] max_steps = 100")
     check.keys(budget, _BUDGET_KEYS, ("budget",), "[budget]")
     max_steps = budget.get("max_steps")
-    if max_steps is not None and not (isinstance(max_steps, int) and not isinstance(max_steps, bool) and max_steps >= 0):
+    if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 0):
         raise check.fail(("budget", "max_steps"), f"max_steps must be an integer >= 0, got {max_steps!r}")
 
     grid = data.get("grid")
@@ -220,7 +221,8 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             raise check.fail(path, f"[[grid]] block {index + 1} has no seeds; set seeds = N at the top or in the block")
         train = block.get("train", {})
         if not isinstance(train, dict):
-            raise check.fail(path + ("train",), "train must be a table of recipe overrides, e.g. [grid.train] steps = 100")
+            raise check.fail(path + ("train",),
+                             "train must be a table of recipe overrides, e.g. [grid.train] steps = 100")
         for key, item in train.items():
             check.value(item, path + ("train", key))
         blocks.append(GridBlock(

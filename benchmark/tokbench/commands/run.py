@@ -60,7 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local Ray)")
     run.add_argument("--shard", metavar="I/N", help="run only shard I of N (0 <= I < N), e.g. in a SLURM job array")
     run.add_argument("-q", "--quiet", action="store_true", help="plain lines instead of the live display")
-    run.add_argument("--strict", action="store_true", help="fail on a corrupt or foreign file in --out instead of skipping it")
+    run.add_argument("--strict", action="store_true",
+                     help="fail on a corrupt or foreign file in --out instead of skipping it")
     run.set_defaults(handler=_run)
 
 

@@ -50,6 +50,11 @@ class Pairing:
         return config_hash(self.identity)
 
     @property
+    def header(self) -> dict[str, Any]:
+        """The identity with its config hash, as it heads the pairing's record."""
+        return {**self.identity, "config_hash": self.config_hash}
+
+    @property
     def filename(self) -> str:
         return record_filename(self.task_spec.name, self.model_spec.name, self.config_hash)
 

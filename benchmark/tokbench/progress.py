@@ -63,10 +63,10 @@ def outcome(record: Mapping[str, Any]) -> str:
 
 class _Labels:
     def __init__(self, pairings: Iterable[Pairing]) -> None:
-        self.variants = variant_labels({**p.identity, "config_hash": p.config_hash} for p in pairings)
+        self.variants = variant_labels(p.header for p in pairings)
 
     def __call__(self, pairing: Pairing) -> str:
-        return pairing_label({**pairing.identity, "config_hash": pairing.config_hash}, self.variants)
+        return pairing_label(pairing.header, self.variants)
 
 
 class PlainProgress:

@@ -59,8 +59,7 @@ def build_record(pairing: Pairing, prov: Mapping[str, Any], *, error: str | None
     task, model = pairing.task_spec, pairing.model_spec
     return {
         "schema_version": SCHEMA_VERSION,
-        **clean(pairing.identity),
-        "config_hash": pairing.config_hash,
+        **clean(pairing.header),
         "status": "failed" if error else "ok",
         "error": error,
         "eval_split": eval_split,

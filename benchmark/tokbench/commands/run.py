@@ -75,13 +75,13 @@ def print_summary(records: list[Mapping[str, Any]], console: Console) -> None:
 
 def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any]], todo: list[Pairing]) -> None:
     """One line per pairing: whether it will run, its current record, its label and config hash."""
-    variants = variant_labels({**p.identity, "config_hash": p.config_hash} for p in pairings)
+    variants = variant_labels(p.header for p in pairings)
     will_run = {p.config_hash for p in todo}
     for p in pairings:
         record = existing.get(p.config_hash)
         action = "run " if p.config_hash in will_run else "skip"
         state = "missing" if record is None else record["status"]
-        label = pairing_label({**p.identity, "config_hash": p.config_hash}, variants)
+        label = pairing_label(p.header, variants)
         print(f"{action}  {state:7}  {p.config_hash}  {label}")
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 

@@ -23,6 +23,11 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections to run")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
+    import torch
+
+    # One intra-op thread, as each `tokbench run` worker uses: on 2 shared cores a second thread
+    # only waits for the other processes, which made single timings swing by up to 10x.
+    torch.set_num_threads(1)
     from rich.console import Console
     from rich.table import Table
 

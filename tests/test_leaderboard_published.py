@@ -4,8 +4,6 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import pytest
-
 from tokbench.cli import build_parser
 from tokbench.leaderboard.plots import PLOTS_DIR
 from tokbench.leaderboard.publish import RECORDS_DIR, plot_plans, published_texts
@@ -24,9 +22,7 @@ def _regenerate_command() -> list[str]:
 
 
 def test_published_folder_regenerates_from_its_records(monkeypatch):
-    if not (PUBLISHED / RECORDS_DIR).is_dir():
-        pytest.skip("leaderboard/records is not committed yet; the published folder is generated from full runs of "
-                    "the paper and default suites")
+    assert (PUBLISHED / RECORDS_DIR).is_dir(), "leaderboard/ must ship the run records it is computed from"
     command = _regenerate_command()
     args = build_parser().parse_args(command)
     assert args.format == "all" and args.out == Path("leaderboard"), command

@@ -169,6 +169,10 @@ def check_metadata(spec: TaskSpec | ModelSpec) -> None:
 def check_pairing(task_name: str, model_name: str) -> None:
     """One pairing through the harness: finite losses over the steps taken, metrics in range."""
     result = pairing(task_name, model_name)
+    model, _ = build(model_name, task_name)
+    trains = any(p.requires_grad for p in model.parameters())
+    expected_steps = min(registry().model(model_name).recipe.steps, 2) if trains else 0
+    assert result.train["steps"] == expected_steps, f"took {result.train['steps']} steps, expected {expected_steps}"
     losses = result.curve["loss"]
     assert losses or result.train["steps"] == 0, "a model that trains logs its loss"
     assert all(math.isfinite(x) for x in losses), f"training loss is not finite: {losses}"
@@ -292,6 +296,27 @@ class ModelConformance(_Conformance):
 
     def test_one_training_step_on_every_task(self, model_name: str, task_name: str) -> None:
         check_pairing(task_name, model_name)
+
+    def test_one_step_of_its_recipe_moves_the_weights(self, model_name: str, task_name: str) -> None:
+        import copy
+
+        import torch
+
+        from tokbench.optim import make_optimizer
+
+        model, train = build(model_name, task_name)
+        recipe = registry().model(model_name).recipe
+        model = copy.deepcopy(model)  # the cached model stays untouched for the other checks
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        if not trainable or recipe.steps == 0:
+            assert pairing(task_name, model_name).train["steps"] == 0, "a model without training took steps"
+            return
+        before = [p.detach().clone() for p in trainable]
+        loss = model.loss(model(train.tokens), train.labels)
+        assert bool(torch.isfinite(loss)), f"loss {loss.item()}"
+        loss.backward()
+        make_optimizer(recipe.optimizer, trainable, recipe.lr).step()
+        assert any(not torch.equal(b, p) for b, p in zip(before, trainable)), "one step left every weight unchanged"
 
 
 def _check_attention(name: str, weights: torch.Tensor, leading: tuple[int, ...], T: int) -> None:

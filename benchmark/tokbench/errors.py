@@ -30,6 +30,12 @@ class PluginConflictError(UsageError):
     """Installed plugins contradict each other or the hook specification."""
 
 
+class NotApplicable(TokbenchError):
+    """A model cannot be paired with a task (for example it predicts only the last position of a task
+    scored at many). Raised at planning or from a model's constructor; the pairing is recorded as
+    ``not_applicable``, shown as n/a, and is never a failure."""
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest choices, or ``""``."""
     close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)

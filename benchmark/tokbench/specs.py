@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # heavy imports only for type checkers
     from tokbench.task import Task
 
 OPTIMIZERS = ("gd", "ngd", "adam")
+SCORINGS = ("last", "positions")  # where a task is scored (TaskSpec.scoring)
+PREDICTS = ("last", "every")  # which positions a model predicts (ModelSpec.predicts)
 
 RECIPE_PARAMS: tuple[Param, ...] = (
     Param("optimizer", "str", "adam", "gd: gradient descent; ngd: normalised GD (grad / ||grad||_F); adam", choices=OPTIMIZERS),
@@ -97,13 +99,25 @@ class _Spec:
 
 @dataclass(frozen=True)
 class TaskSpec(_Spec):
-    """Registration record of a task. ``implementation`` names a :class:`tokbench.task.Task` subclass."""
+    """Registration record of a task. ``implementation`` names a :class:`tokbench.task.Task` subclass.
+
+    ``scoring`` says where the task is scored: ``"last"`` (one label per sequence, predicted after the
+    last input) or ``"positions"`` (labels at many positions, see :class:`tokbench.task.Split`).
+    """
 
     kind = "task"
+    scoring: str = "last"
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"task {self.name!r}: scoring must be one of {SCORINGS}, got {self.scoring!r}")
 
     def create(self, given: Mapping[str, Any] | None = None) -> Task:
         """Import the implementation and instantiate it with validated parameters."""
         return _import(self.implementation)(self, self.resolve(given))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "scoring": self.scoring}
 
 
 @dataclass(frozen=True)
@@ -112,10 +126,23 @@ class ModelSpec(_Spec):
 
     kind = "model"
     recipe: Recipe = Recipe()
+    predicts: str = "last"
+    trained: bool = True
+
+    def __post_init__(self) -> None:
+        if self.predicts not in PREDICTS:
+            raise ValueError(f"model {self.name!r}: predicts must be one of {PREDICTS}, got {self.predicts!r}")
+
+    def applicability(self, task: TaskSpec) -> str | None:
+        """Why this model cannot be paired with ``task``, or ``None`` when it can."""
+        if task.scoring == "positions" and self.predicts == "last":
+            return f"{self.name} predicts only the last position; {task.name} is scored at many positions"
+        return None
 
     def build(self, params: Mapping[str, Any], task: Task) -> TokenModel:
         """Import the implementation and build the torch module for ``task``."""
         return _import(self.implementation)(dict(params), task)
 
     def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "recipe": self.recipe.to_json()}
+        return {**super().to_json(), "recipe": self.recipe.to_json(), "predicts": self.predicts,
+                "trained": self.trained}

@@ -13,9 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from tokbench import __version__, commands
-from tokbench.errors import UsageError
+from tokbench.errors import StorageError, UsageError
 
-EXIT_USAGE = 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORAGE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = """Exit codes: 0 all ok; 1 some pairing failed (not applicable pairings are not failures); 2 usage error \
+(a bad name, flag, value or file content); 3 I/O or environment error (a read-only or full disk, an unwritable \
+--out, a FIFO or device where a file should be); 130 interrupted (what finished is kept; rerun to resume)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tokbench",
         description="Benchmark attention models on token-selection tasks (random walks, deterministic walks, "
         "SCC automata and whatever plugins add).",
-        epilog="Plugins: TOKBENCH_PLUGINS=a,b loads only the named plugins; TOKBENCH_DISABLE_PLUGINS=a,b skips them.",
+        epilog="Plugins: TOKBENCH_PLUGINS=a,b loads only the named plugins; TOKBENCH_DISABLE_PLUGINS=a,b skips "
+        "them. " + EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"tokbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -51,9 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"tokbench: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except StorageError as exc:
+        print(f"tokbench: error: {exc}", file=sys.stderr)
+        return EXIT_STORAGE
+    except OSError as exc:  # any other failed read or write: the environment's, not a bug to show as a traceback
+        print(f"tokbench: error: {StorageError.from_os(exc)}", file=sys.stderr)
+        return EXIT_STORAGE
     except KeyboardInterrupt:
         print("tokbench: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 ``UsageError`` and its subclasses are caused by the user (a bad name, parameter
 or file). The CLI prints them as one line on stderr and exits with code 2.
-Anything else is a bug and may raise with a traceback.
+``StorageError`` is the environment's (a read-only or full disk, an unwritable
+folder, a FIFO where a file should be): one line naming the path and the OS
+reason, exit code 3. Anything else is a bug and may raise with a traceback.
 """
 from __future__ import annotations
 
@@ -28,6 +30,19 @@ class UnknownNameError(UsageError):
 
 class PluginConflictError(UsageError):
     """Installed plugins contradict each other or the hook specification."""
+
+
+class StorageError(TokbenchError):
+    """Reading or writing a path failed for a reason outside tokbench; reported in one line, exit code 3."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+    @classmethod
+    def from_os(cls, exc: OSError, path: object = None) -> StorageError:
+        """The one-line error for ``exc``: its path (or ``path``) and the OS reason (e.g. No space left on device)."""
+        return cls(exc.filename if exc.filename is not None else path, exc.strerror or str(exc))
 
 
 class NotApplicable(TokbenchError):

@@ -50,11 +50,13 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
     assert _texts(out) == before and len(list((out / "records").glob("*.json"))) == len(_records())
 
 
-def test_publish_replaces_stale_records(tmp_path):
+def test_publish_removes_stale_records_only_with_prune(tmp_path):
     source = write(tmp_path / "runs", _records()[:3])
     out = tmp_path / "board"
     stale = write(out / "records", [record(seed=9, model="old")])
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
+    assert len(list(stale.glob("*.json"))) == 4
+    assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out), "--prune"]) == 0
     assert len(list(stale.glob("*.json"))) == 3 and not list(stale.glob("*__old__*"))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tokbench.errors import StorageError
 from tokbench.grid import Pairing
 from tokbench.plugins import registry
 from tokbench.results import (RecordError, clean, config_hash, load_record, load_records, record_filename,
@@ -75,7 +76,7 @@ def test_a_failed_write_leaves_neither_record_nor_temporary_file(tmp_path, monke
     def crash(src, dst):
         raise OSError("disk full")
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StorageError, match="disk full"):
         write_record(tmp_path, ok_record())
     assert list(tmp_path.iterdir()) == []
 

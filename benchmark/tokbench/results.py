@@ -4,9 +4,8 @@ A record carries its identity (task and model with versions, resolved
 parameters, seed), a config hash of that identity, the outcome (metrics or the
 error), and provenance. The format is documented in ``docs/run-records.md``.
 
-Writes are atomic: the JSON goes to a hidden temporary file in the target
-folder, then ``os.replace`` renames it, so a killed process leaves either the
-whole record or none. The loader validates every record it reads and reports
+Writes are atomic (:func:`tokbench.storage.atomic_write`), so a killed process
+leaves either the whole record or none, with the permissions of any new file. The loader validates every record it reads and reports
 a corrupt or foreign file by path with the reason.
 """
 from __future__ import annotations
@@ -14,11 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import platform
 import re
 import subprocess
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,6 +24,7 @@ from typing import Any
 
 from tokbench import __version__
 from tokbench.errors import UsageError
+from tokbench.storage import atomic_write
 
 SCHEMA_VERSION = 1
 HASH_CHARS = 16
@@ -109,20 +107,8 @@ def clean(obj: Any) -> Any:
 def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
     """Write ``record`` atomically into ``directory`` under its canonical file name."""
     validate(record)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / record_filename(record["task"], record["model"], record["config_hash"])
-    text = json.dumps(record, indent=1, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return atomic_write(path, json.dumps(record, indent=1, allow_nan=False) + "\n")
 
 
 # ---- validation -------------------------------------------------------------------------------------------------

@@ -23,6 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="terminal (default), md, csv, json, html, latex, or all: every format, the plots "
                              "and a copy of the records, written into --out (the published folder)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="write the file(s) into DIR instead of printing")
+    parser.add_argument("--prune", action="store_true",
+                        help="with --format all: also remove plots, and records in the published sections' own "
+                             "folders, that this publish did not write (other sections' records are kept); "
+                             "without it, publishing only adds or replaces files")
     parser.set_defaults(handler=_leaderboard)
 
 
@@ -33,11 +37,15 @@ def _leaderboard(args: argparse.Namespace) -> int:
         raise UsageError("--format all writes a folder: give --out DIR")
     if args.format == "terminal" and args.out is not None:
         raise UsageError("--format terminal prints; with --out choose md, csv, json, html, latex or all")
+    if args.prune and args.format != "all":
+        raise UsageError("--prune applies to the published folder: use it with --format all --out DIR")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise UsageError(f"--out {args.out} is a file; --out names a folder to write into")
     sections = records.load_sections(args.records or [str(DEFAULT_RECORDS)])
     if args.format == "terminal":
         publish.show(sections)
     elif args.format == "all":
-        written = publish.publish(sections, args.out)
+        written = publish.publish(sections, args.out, prune=args.prune)
         count = sum(len(s.records) for s in sections)
         print(f"wrote {len(written)} files and {count} records into {args.out}")
     elif args.out is not None:

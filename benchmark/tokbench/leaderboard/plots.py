@@ -36,12 +36,19 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _save(fig: Any, folder: Path, stem: str, svg: bool) -> None:
+    """Render into memory, then write each file atomically: a full disk never leaves a truncated image."""
+    import io
+
     import matplotlib
 
+    from tokbench.storage import atomic_write
+
+    formats = {"png": _PNG, **({"svg": _SVG} if svg else {})}
     with matplotlib.rc_context({"svg.hashsalt": "tokbench", "svg.fonttype": "none"}):
-        fig.savefig(folder / f"{stem}.png", metadata=_PNG)
-        if svg:
-            fig.savefig(folder / f"{stem}.svg", metadata=_SVG)
+        for fmt, metadata in formats.items():
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, metadata=metadata)
+            atomic_write(folder / f"{stem}.{fmt}", buffer.getvalue())
 
 
 def heatmap(board: Leaderboard) -> Any:
@@ -191,10 +198,14 @@ def plan(board: Leaderboard, prefix: str = "") -> list[Plot]:
 
 
 def write_plots(plots: list[Plot], out: Path) -> None:
-    """Draw ``plots`` into ``out/plots``, removing stale plot files there."""
-    folder = out / PLOTS_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in [*folder.glob("*.png"), *folder.glob("*.svg")]:
-        old.unlink()
+    """Draw ``plots`` into ``out/plots``, replacing files of the same name and leaving the others."""
     for plot in plots:
-        _save(plot.draw(), folder, Path(plot.image.path).stem, plot.svg)
+        _save(plot.draw(), out / PLOTS_DIR, Path(plot.image.path).stem, plot.svg)
+
+
+def remove_stale_plots(plots: list[Plot], out: Path) -> None:
+    """Remove the image files in ``out/plots`` that are none of ``plots``' files."""
+    keep = {f for plot in plots for f in plot.files}
+    for old in [*(out / PLOTS_DIR).glob("*.png"), *(out / PLOTS_DIR).glob("*.svg")]:
+        if old.name not in keep:
+            old.unlink()

@@ -3,6 +3,11 @@
 The published folder holds README.md, leaderboard.csv, leaderboard.json,
 leaderboard.tex, index.html, plots/ and the run records behind them in
 records/, so it regenerates from its own contents.
+
+Publishing only adds or replaces the files it writes, each atomically. Files it
+did not write (records of sections not published this time, plots of an older
+layout) stay unless ``prune`` asks to remove them, and even then only records in
+the published sections' own folders are removed.
 """
 from __future__ import annotations
 
@@ -45,10 +50,9 @@ def show(sections: Sequence[Section], console: Any = None) -> None:
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / FILES[fmt]
-    path.write_text(render(sections, fmt), encoding="utf-8")
-    return path
+    from tokbench.storage import atomic_write
+
+    return atomic_write(out / FILES[fmt], render(sections, fmt))
 
 
 def records_folder(section: Section, out: Path) -> Path:
@@ -87,21 +91,31 @@ def published_texts(sections: Sequence[Section], out: Path) -> dict[str, str]:
     return {name: render(sections, fmt, images, commands) for fmt, name in FILES.items()}
 
 
-def publish(sections: Sequence[Section], out: Path) -> list[Path]:
-    """Write the published folder into ``out``: its records, plots and every text format."""
-    from tokbench.leaderboard.plots import PLOTS_DIR, write_plots
+def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list[Path]:
+    """Write the published folder into ``out``: its records, plots and every text format.
 
-    out.mkdir(parents=True, exist_ok=True)
-    _copy_records(sections, out)
+    With ``prune``, also remove what this publish did not write: plots, and records in the
+    published sections' own record folders (never another section's, never a source folder's).
+    """
+    from tokbench.leaderboard.plots import PLOTS_DIR, remove_stale_plots, write_plots
+    from tokbench.storage import atomic_write
+
+    expected = _copy_records(sections, out)
     plots = [plot for section_plots in plot_plans(sections).values() for plot in section_plots]
     write_plots(plots, out)
     for name, text in published_texts(sections, out).items():
-        (out / name).write_text(text, encoding="utf-8")
+        atomic_write(out / name, text)
+    if prune:
+        _prune_records(sections, out, expected)
+        remove_stale_plots(plots, out)
     return [out / name for name in FILES.values()] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
 
 
-def _copy_records(sections: Sequence[Section], out: Path) -> None:
-    """Make ``out/records`` hold exactly the sections' records; files inside a source folder are never touched."""
+def _copy_records(sections: Sequence[Section], out: Path) -> set[Path]:
+    """Copy the sections' records into their folders under ``out/records``; return every record path it holds.
+
+    A record already inside one of the source folders is left as it is.
+    """
     from tokbench.results import record_filename, write_record
 
     sources = [source.resolve() for s in sections for source in s.sources]
@@ -113,7 +127,17 @@ def _copy_records(sections: Sequence[Section], out: Path) -> None:
             expected.add(path.resolve())
             if not any(path.resolve().is_relative_to(source) for source in sources):
                 write_record(folder, record)
-    for stale in (out / RECORDS_DIR).rglob("*.json"):
-        path = stale.resolve()
-        if path not in expected and not any(path.is_relative_to(source) for source in sources):
-            stale.unlink()
+    return expected
+
+
+def _prune_records(sections: Sequence[Section], out: Path, expected: set[Path]) -> None:
+    """Remove the record files directly in each published section's folder that this publish did not write.
+
+    The unnamed section's folder is ``records/`` itself: the named sections' subfolders are not its files.
+    """
+    sources = [source.resolve() for s in sections for source in s.sources]
+    for section in sections:
+        for stale in records_folder(section, out).glob("*.json"):
+            path = stale.resolve()
+            if stale.is_file() and path not in expected and not any(path.is_relative_to(s) for s in sources):
+                stale.unlink()

@@ -271,11 +271,19 @@ def to_csv(sections: Sequence[Section]) -> str:
     for name, cell in cells:
         column, row = cell.column, cell.row
         stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
-        writer.writerow([name, column.label, column.task, column.version, column.eval_split, canonical(column.params),
-                         row.label, row.model, row.version, canonical(row.params), canonical(row.train),
-                         " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
+        text = [name, column.label, column.task, column.version, column.eval_split, canonical(column.params),
+                row.label, row.model, row.version, canonical(row.params), canonical(row.train)]
+        writer.writerow([*map(_csv_text, text), " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
                          *(_csv_number(v) for s in stats for v in ((s.mean, s.half_width) if s else (None, None)))])
     return out.getvalue()
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _csv_text(value: str) -> str:
+    """A text cell a spreadsheet shows as text: one starting like a formula gets a leading apostrophe (OWASP)."""
+    return "'" + value if value.startswith(_FORMULA_START) else value
 
 
 def _csv_number(value: float | None) -> str:

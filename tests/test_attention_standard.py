@@ -56,21 +56,18 @@ def dense_forward(model: StandardAttention, tokens: torch.Tensor) -> tuple[torch
 def test_structured_forward_equals_dense_layer(walk, name, params):
     model = build(name, walk, **params)
     tokens = walk.make_split("train", 0).tokens
-    out = model(tokens, head_attention=True)
+    out = model(tokens, need_attention=True)
     logits, attention = dense_forward(model, tokens)
     torch.testing.assert_close(out.logits, logits, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(out.head_attention, attention, rtol=1e-4, atol=1e-6)
-    torch.testing.assert_close(out.attention, attention.mean(1))
+    torch.testing.assert_close(out.attention[:, 0, :, 0], attention, rtol=1e-4, atol=1e-6)
 
 
-def test_head_attention_only_on_request(walk):
+def test_attention_per_head(walk):
     model = build("attn-alibi", walk, heads=4, d=8)
     tokens = walk.make_split("train", 0).tokens
-    assert model(tokens).head_attention is None
-    out = model(tokens, head_attention=True)
-    assert out.head_attention.shape == (len(tokens), 4, walk.context_length)
-    assert not torch.allclose(out.head_attention[:, 0], out.head_attention[:, 3])  # ALiBi slopes differ per head
-    torch.testing.assert_close(out.attention, out.head_attention.mean(1))
+    out = model(tokens, need_attention=True)
+    assert out.attention.shape == (len(tokens), 1, 4, 1, walk.context_length)  # (n, L, H, Q, T)
+    assert not torch.allclose(out.attention[:, 0, 0], out.attention[:, 0, 3])  # ALiBi slopes differ per head
 
 
 @pytest.mark.parametrize("name", ["attn-nope", "attn-rope", "attn-learned", "attn-t5bias", "attn-onehot-concat"])
@@ -115,7 +112,7 @@ def test_key_query_reproduces_the_scores_where_the_layer_is_bilinear(walk):
     L = tokens.shape[1]
     scores = torch.einsum("nld,de,ne->nl", E[tokens], W, E[tokens[:, -1]])
     scores = scores + model.positional.bias(torch.tensor([L - 1]), torch.arange(L))[0]
-    torch.testing.assert_close(model(tokens).attention, scores.softmax(-1))
+    torch.testing.assert_close(model(tokens).attention[:, 0, 0, 0], scores.softmax(-1))
     assert build("attn-rope", walk).key_query() is None
     assert build("attn-nope", walk, heads=2).key_query() is None
     assert build("attn-nope", walk, query="slot").key_query() is None

@@ -50,7 +50,8 @@ def test_structured_forward_equals_the_dense_formula(positions):
     structured, dense = layer(tokens), dense_forward(layer, tokens)
     assert torch.allclose(structured.logits, dense.logits, atol=1e-12)
     assert torch.allclose(structured.attention, dense.attention, atol=1e-12)
-    assert torch.allclose(structured.attention.sum(1), torch.ones(30, dtype=torch.float64))
+    assert structured.attention.shape == (30, 1, 1, 1, 13)  # (n, L, H, Q, T + the query slot)
+    assert torch.allclose(structured.attention.sum(-1), torch.ones(30, 1, 1, 1, dtype=torch.float64))
 
 
 def test_too_few_position_dimensions_is_a_parameter_error():
@@ -91,7 +92,7 @@ def test_deterministic_walk_attention_is_exactly_uniform_per_sample():
     task = reg.task("deterministic-walk").create({"train_size": 1000})
     train = task.make_split("train", 0)
     model, _, _ = train_model(task, spec, spec.resolve({}), spec.recipe, 0, train, None, "cpu")
-    attention = predict(model, task.make_split("test", 0).tokens).attention[:, :96]
+    attention = predict(model, task.make_split("test", 0).tokens).attention[:, 0, 0, 0, :96]
     assert float((attention.max(1).values - attention.min(1).values).max()) < 1e-6
     # V = v 1^T: every row constant, so f = V X a depends on no token. [A] states V stays
     # proportional to the all-ones matrix; with a finite sample the label counts differ a

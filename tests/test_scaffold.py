@@ -103,7 +103,7 @@ def test_generated_model_trains_with_the_harness(tmp_path, monkeypatch):
     assert result.metrics["accuracy"] > 0.8, "learns the parent of a p = 0.9 walk (Bayes-optimal 0.9)"
     output = predict(spec.build(spec.resolve(), task), task.make_split("test", 0).tokens)
     assert output.logits.shape == (256, 6)
-    assert torch.allclose(output.attention.sum(-1), torch.ones(256))
+    assert torch.allclose(output.attention.sum(-1), torch.ones(256, 1, 1, 1))
     for module in [m for m in sys.modules if m.startswith(names.module)]:
         del sys.modules[module]
 

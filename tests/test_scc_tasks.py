@@ -52,7 +52,7 @@ def test_every_token_alone_is_certain():
 def test_samples_follow_the_automaton():
     task = automaton_task()
     split = task.make_split("train", 0)
-    tokens, labels, mask = split.tokens, split.labels, split.attention_targets["top_scc_attention"]
+    tokens, labels, mask = split.tokens, split.labels, split.attention_targets["top_scc_attention"].weights
     assert all(len(set(row)) == task.context_length for row in tokens.tolist())  # distinct tokens
     rank = task.automaton.rank[tokens[:, -1:], tokens]
     assert torch.equal(mask, rank == rank.min(dim=1, keepdim=True).values)
@@ -106,7 +106,7 @@ def test_implicit_bias_variants(variant):
         tokens, labels = split.tokens.numpy(), split.labels.numpy()
         assert all_acyclic(token_priority_graphs(tokens, labels)) == (variant == "acyclic")
         label_mask = split.tokens == split.labels[:, None]
-        top = split.attention_targets["top_scc_attention"]
+        top = split.attention_targets["top_scc_attention"].weights
         assert bool((label_mask <= top).all())  # the label is in its own top SCC
         if variant == "acyclic":
             assert torch.equal(top, label_mask)
@@ -122,5 +122,8 @@ def test_implicit_bias_labels_are_uniform_over_the_context():
 
 
 def test_impossible_variant_is_a_usage_error():
-    with pytest.raises(UsageError, match="no cyclic dataset"):
-        implicit_bias_task(n=1, max_tries=50).make_split("train", 0)
+    # One sequence has no cycle: refused when the task is created (so at planning time), not after draws.
+    with pytest.raises(UsageError, match="variant=cyclic needs n >= 2"):
+        implicit_bias_task(n=1, max_tries=50)
+    with pytest.raises(UsageError, match="no cyclic dataset"):  # possible in principle, not found in one draw
+        implicit_bias_task(n=2, max_tries=1).make_split("train", 0)

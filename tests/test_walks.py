@@ -30,7 +30,7 @@ def test_split_shapes_labels_and_parent_annotation():
     assert split.tokens.shape == (50, 96) and split.labels.shape == (50,)
     assert split.tokens.dtype == split.labels.dtype == torch.int64
     assert ((split.labels - split.tokens[:, -1]).remainder(6) != 0).all()
-    parent = split.attention_targets["parent_attention"]
+    parent = split.attention_targets["parent_attention"].weights
     assert parent.dtype == torch.bool and parent.sum(1).eq(1).all() and parent[:, -1].all()
 
 

@@ -6,6 +6,10 @@ millisecond on a CPU, is paid per block rather than per optimiser step. Inside a
 block the steps are plain autograd and optimiser calls: the small models of this
 benchmark take well under a millisecond per step, and would otherwise spend most
 of their time in the framework. Mini-batch recipes draw a new batch per step.
+
+Scoring follows the task (contract v2): a model's logits are first aligned to
+the task's labels (:func:`align`), then the loss, the accuracy and every
+diagnostic are computed over the labelled positions only.
 """
 from __future__ import annotations
 
@@ -23,15 +27,17 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from tokbench.errors import TokbenchError
+from tokbench.metrics import attention_metric, sequence_accuracy
 from tokbench.model import ModelOutput, TokenModel
-from tokbench.optim import make_optimizer
+from tokbench.optim import make_optimizer, make_schedule
 from tokbench.seeding import derive_seed
 from tokbench.specs import ModelSpec, Recipe
-from tokbench.task import Split, Task
+from tokbench.task import IGNORE, Split, Task
 
 CURVE_POINTS = 100  # logged points per training curve
 LIGHTNING_STEPS = 10  # Lightning steps (blocks of optimiser steps) per training run
 EVAL_CHUNK = 8192  # samples per evaluation forward pass, to bound memory
+ATTENTION_BUDGET = 2**24  # attention entries per layer and head kept at once when every position is a query
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
     logging.getLogger(_name).setLevel(logging.ERROR)
@@ -46,16 +52,27 @@ class NonFiniteLossError(TokbenchError):
 
 @dataclass
 class PairingResult:
-    """What one trained and evaluated pairing produced."""
+    """What one trained and evaluated pairing produced.
+
+    ``diagnostics`` names, per attention metric, the layer and head it was read from.
+    """
 
     metrics: dict[str, float]
     train: dict[str, Any]
     curve: dict[str, list[float]] = field(default_factory=dict)
     attention_profile: list[float] | None = None
+    diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The logits at the positions the labels refer to: the last position's (n, V) for (n,) labels."""
+    if labels.dim() == 1 and logits.dim() == 3:
+        return logits[:, -1]
+    return logits
 
 
 class _Blocks(IterableDataset):
-    """One item per block of optimiser steps: tokens (r, b, T) and labels (r, b).
+    """One item per block of optimiser steps: tokens (r, b, T) and labels (r, b) or (r, b, T).
 
     Full batch: r = 1, the whole training split, reused by every step of the block
     (and moved to the device once). Mini-batches: r = block, seeded random batches.
@@ -85,16 +102,23 @@ class _Blocks(IterableDataset):
 
 
 class PairingModule(pl.LightningModule):
-    """Lightning wrapper: the model's own loss, the recipe's optimiser, a sparse curve."""
+    """Lightning wrapper: the model's own loss, the recipe's optimiser and schedule, a sparse curve.
 
-    def __init__(self, model: TokenModel, recipe: Recipe) -> None:
+    With ``recipe.early_stop`` set, validation accuracy on ``val`` is checked every
+    ``recipe.eval_every`` steps and training ends once it reaches the threshold.
+    """
+
+    def __init__(self, model: TokenModel, recipe: Recipe, val: Split | None = None) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.model, self.recipe = model, recipe
+        self.model, self.recipe, self.val = model, recipe, val
         self.block = max(1, math.ceil(recipe.steps / LIGHTNING_STEPS))
         self.log_every = max(1, recipe.steps // CURVE_POINTS)
         self.curve: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
         self.last_loss = math.nan
+        self.steps_taken = 0
+        self.stopped_early = False
+        self.schedule: torch.optim.lr_scheduler.LRScheduler | None = None
 
     @property
     def blocks(self) -> int:
@@ -103,22 +127,41 @@ class PairingModule(pl.LightningModule):
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         tokens, labels = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
+        clip = self.recipe.grad_clip
         first = batch_idx * self.block
         for step in range(first, min(first + self.block, self.recipe.steps)):
             i = (step - first) % len(tokens)
             output = self.model(tokens[i])
-            loss = self.model.loss(output, labels[i])
+            logits = align(output.logits, labels[i])
+            loss = self.model.loss(output._replace(logits=logits), labels[i])
             if step % self.log_every == 0 or step == self.recipe.steps - 1:
-                self._log(step, loss, output, labels[i])
+                self._log(step, loss, logits, labels[i])
             optimizer.zero_grad()
-            loss.backward()
+            self.manual_backward(loss)
+            if clip:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
             optimizer.step()
+            if self.schedule is not None:
+                self.schedule.step()
+            self.steps_taken = step + 1
+            if self._reached_target(step + 1):
+                self.stopped_early = True
+                self.trainer.should_stop = True
+                return
 
-    def _log(self, step: int, loss: torch.Tensor, output: ModelOutput, labels: torch.Tensor) -> None:
+    def _reached_target(self, steps: int) -> bool:
+        """Early stopping: validation accuracy checked every ``eval_every`` steps."""
+        if not self.recipe.early_stop or self.val is None or steps % self.recipe.eval_every:
+            return False
+        accuracy = evaluate_accuracy(self.model, self.val)
+        self.model.train()
+        return accuracy >= self.recipe.early_stop
+
+    def _log(self, step: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
         value = loss.item()
         if not math.isfinite(value):
             raise NonFiniteLossError(f"loss became {value} at step {step}")
-        accuracy = (output.logits.argmax(-1) == labels).double().mean().item()
+        accuracy = sequence_accuracy(logits.detach(), labels).mean().item()
         for key, item in (("step", step), ("loss", value), ("accuracy", accuracy)):
             self.curve[key].append(item)
         if self.logger is not None:
@@ -126,34 +169,135 @@ class PairingModule(pl.LightningModule):
         self.last_loss = value
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.recipe.optimizer, self.model.parameters(), self.recipe.lr)
+        optimizer = make_optimizer(self.recipe, self.model.parameters())
+        self.schedule = make_schedule(self.recipe, optimizer)
+        return optimizer
+
+
+def _device(model: TokenModel) -> torch.device:
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def _chunks(model: TokenModel, split: Split) -> int:
+    """Samples per evaluation pass: fewer when every position's attention is kept."""
+    T = split.tokens.shape[1]
+    if split.labels.dim() == 1:
+        return EVAL_CHUNK
+    return max(1, min(EVAL_CHUNK, ATTENTION_BUDGET // (T * T)))
 
 
 @torch.no_grad()
-def predict(model: TokenModel, tokens: torch.Tensor) -> ModelOutput:
+def predict(model: TokenModel, tokens: torch.Tensor, need_attention: bool = True) -> ModelOutput:
     """Forward ``tokens`` in chunks on the model's device; results come back on the CPU."""
     model.eval()
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    parts = [model(chunk.to(device)) for chunk in tokens.split(EVAL_CHUNK)]
+    device = _device(model)
+    parts = [model(chunk.to(device), need_attention=need_attention) for chunk in tokens.split(EVAL_CHUNK)]
     merged = []
     for field_parts in zip(*parts):
         merged.append(None if field_parts[0] is None else torch.cat([p.cpu() for p in field_parts]))
     return ModelOutput(*merged)
 
 
-def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, float], list[float] | None]:
-    """Accuracy, the attention diagnostics and the mean attention profile on ``split``."""
-    output = predict(model, split.tokens)
-    accuracy = (output.logits.argmax(-1) == split.labels).double().mean().item()
-    metrics = {"accuracy": accuracy}
-    profile = None
-    if output.attention is not None:
-        attention = output.attention.double()[:, : task.context_length]
-        for name, mask in split.attention_targets.items():
-            metrics[name] = (attention * mask).sum(-1).mean().item()
-        profile = attention.mean(0).tolist()
+@torch.no_grad()
+def evaluate_accuracy(model: TokenModel, split: Split) -> float:
+    """Accuracy on ``split`` (per sequence over its labelled positions, then the mean), without attention."""
+    model.eval()
+    device = _device(model)
+    hits = [sequence_accuracy(align(model(tokens.to(device)).logits, labels).cpu(), labels)
+            for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))]
+    return torch.cat(hits).mean().item()
+
+
+@dataclass
+class _Totals:
+    """Per-sequence values gathered chunk by chunk over an evaluation split."""
+
+    accuracy: list[torch.Tensor] = field(default_factory=list)
+    log_loss: list[torch.Tensor] = field(default_factory=list)
+    profile: torch.Tensor | None = None
+    targets: dict[str, list[torch.Tensor]] = field(default_factory=dict)
+
+    def add_profile(self, attention: torch.Tensor, T: int) -> None:
+        last = attention[:, -1].mean(1)[:, -1, :T].double().sum(0)  # last layer, head mean, final query
+        self.profile = last if self.profile is None else self.profile + last
+
+
+def _sequence_log_loss(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(n,) cross-entropy in nats per sequence, averaged over its labelled positions."""
+    if labels.dim() == 1:
+        return -log_probs.gather(-1, labels[:, None])[:, 0].double()
+    scored = labels != IGNORE
+    picked = log_probs.gather(-1, labels.clamp(min=0)[..., None])[..., 0].double()
+    return -(picked * scored).sum(1) / scored.sum(1)
+
+
+@torch.no_grad()
+def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, float], list[float] | None,
+                                                                   dict[str, dict[str, Any]]]:
+    """Accuracy, the attention diagnostics, the loss metrics and the mean attention profile on ``split``.
+
+    Returns the metrics, the profile (the final query's mean attention over the inputs,
+    last layer, heads averaged) and, per attention metric, the layer and head used.
+    """
+    model.eval()
+    device = _device(model)
+    T = task.context_length
+    totals = _Totals(targets={name: [] for name in split.attention_targets})
+    size = _chunks(model, split)
+    bayes_log_probs = task.bayes_log_probs(split.tokens[:1]) is not None
+    for start in range(0, len(split), size):
+        tokens, labels = split.tokens[start:start + size], split.labels[start:start + size]
+        output = model(tokens.to(device), need_attention=True)
+        logits = align(output.logits, labels).cpu()
+        totals.accuracy.append(sequence_accuracy(logits, labels))
+        if bayes_log_probs:
+            totals.log_loss.append(_sequence_log_loss(model.log_probs(output._replace(logits=logits)).cpu(), labels))
+        if output.attention is not None:
+            attention = output.attention.cpu()
+            totals.add_profile(attention, T)
+            for name, target in split.attention_targets.items():
+                totals.targets[name].append(attention_metric(attention, target, start, labels))
+    metrics = {"accuracy": torch.cat(totals.accuracy).mean().item()}
+    diagnostics: dict[str, dict[str, Any]] = {}
+    if totals.profile is not None:
+        for name, target in split.attention_targets.items():
+            metrics[name], diagnostics[name] = _reduce_heads(torch.cat(totals.targets[name]), target)
+    if bayes_log_probs:
+        metrics.update(_loss_metrics(task, split, torch.cat(totals.log_loss)))
     metrics.update(task.model_metrics(model, split))
-    return metrics, profile
+    profile = None if totals.profile is None else (totals.profile / len(split)).tolist()
+    return metrics, profile, diagnostics
+
+
+def _reduce_heads(per_head: torch.Tensor, target: Any) -> tuple[float, dict[str, Any]]:
+    """Reduce (n, H + 1) per-sequence values (each head, then the head average) by the target's ``head`` rule."""
+    means = per_head.mean(0)
+    heads = per_head.shape[1] - 1
+    if target.head == "mean":
+        value, head = means[-1].item(), "mean"
+    elif target.head == "best":
+        head = int(means[:heads].argmax())
+        value = means[head].item()
+    else:
+        head = int(target.head) % heads
+        value = means[head].item()
+    return value, {"kind": target.kind, "layer": target.layer, "head": head}
+
+
+def _loss_metrics(task: Task, split: Split, model_loss: torch.Tensor) -> dict[str, float]:
+    """Cross-entropy of the model and of the Bayes predictor, and the excess with its standard error."""
+    n = len(model_loss)
+    exact = task.bayes_loss()
+    if exact is None:
+        bayes = torch.cat([_sequence_log_loss(task.bayes_log_probs(tokens).double(), labels)
+                           for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))])
+        excess = model_loss - bayes
+        bayes_loss = bayes.mean().item()
+    else:
+        excess, bayes_loss = model_loss - exact, exact
+    se = excess.std().item() / math.sqrt(n) if n > 1 else math.nan
+    return {"loss": model_loss.mean().item(), "bayes_loss": bayes_loss, "excess_loss": excess.mean().item(),
+            "excess_loss_se": se}
 
 
 def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
@@ -176,22 +320,62 @@ def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
 
 def train_model(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
-    train: Split, out_dir: Path | None, accelerator: str,
+    train: Split, out_dir: Path | None, accelerator: str, val: Split | None = None,
 ) -> tuple[TokenModel, PairingModule, int]:
     """Build the model from the run's init seed and train it on ``train`` with ``recipe``.
 
     Returns the trained model, its Lightning module (which holds the curve) and the
-    number of optimiser steps taken (0 for models without trainable parameters).
+    number of optimiser steps taken (0 for models without trainable parameters; fewer
+    than ``recipe.steps`` when early stopping on ``val`` ended training).
     """
     torch.manual_seed(derive_seed(seed, "init"))
     model = model_spec.build(model_params, task)
     model.fit(train)
-    module = PairingModule(model, recipe)
-    if recipe.steps == 0 or not any(p.requires_grad for p in model.parameters()):
+    module = PairingModule(model, recipe, val)
+    if not model_spec.trained or recipe.steps == 0 or not any(p.requires_grad for p in model.parameters()):
         return model, module, 0
     blocks = _Blocks(train, recipe.batch_size, module.block, derive_seed(seed, "batches"))
     _trainer(module.blocks, out_dir, accelerator).fit(module, train_dataloaders=DataLoader(blocks, batch_size=None))
-    return model, module, recipe.steps
+    return model, module, module.steps_taken
+
+
+@dataclass
+class _Trained:
+    model: TokenModel
+    module: PairingModule
+    steps: int
+    recipe: Recipe
+
+
+def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
+                  train: Split, val: Split, out_dir: Path | None, accelerator: str,
+                  ) -> tuple[_Trained, dict[str, float]]:
+    """Train once per candidate of the recipe's sweep and keep the best on ``val``.
+
+    Every candidate starts from the same initialisation; ties go to the earlier candidate.
+    Returns the kept training and the validation accuracy of each candidate (empty without a sweep).
+    """
+    candidates = recipe.candidates()
+    best: tuple[float, _Trained] | None = None
+    selection: dict[str, float] = {}
+    for candidate in candidates:
+        model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir,
+                                           accelerator, val)
+        trained = _Trained(model, module, steps, candidate)
+        if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
+            return trained, selection
+        accuracy = evaluate_accuracy(model, val)
+        selection[_candidate_key(recipe, candidate)] = accuracy
+        if best is None or accuracy > best[0]:
+            best = (accuracy, trained)
+    assert best is not None
+    return best[1], selection
+
+
+def _candidate_key(recipe: Recipe, candidate: Recipe) -> str:
+    if not recipe.wd_grid:
+        return f"{candidate.lr:g}"
+    return f"lr={candidate.lr:g},wd={candidate.weight_decay:g}"
 
 
 def run_pairing(
@@ -209,42 +393,29 @@ def run_pairing(
     initialisation has another, all derived from ``seed``. On the CPU the same
     arguments give bit-identical metrics.
 
-    With a non-empty ``recipe.lr_grid`` the model is trained once per learning
-    rate from the same initialisation, and the rate with the best validation
-    accuracy is kept (ties go to the earlier rate in the grid). The test split
-    is never looked at during the selection.
+    With ``recipe.lr_grid`` and/or ``recipe.wd_grid`` the model is trained once per
+    candidate from the same initialisation, and the one with the best validation
+    accuracy is kept (see :func:`select_recipe`). The test split is never looked at
+    during the selection.
     """
     started = time.perf_counter()
     train = task.make_split("train", seed)
     val = task.make_split("val", seed)
-    selection: dict[str, float] = {}
-    best: tuple[float, TokenModel, PairingModule, int, Recipe] | None = None
-    for lr in recipe.lr_grid or (recipe.lr,):
-        candidate = recipe.with_lr(lr)
-        model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir, accelerator)
-        if recipe.lr_grid:
-            val_accuracy, _ = evaluate(model, task, val)
-            selection[f"{lr:g}"] = val_accuracy["accuracy"]
-            if best is not None and val_accuracy["accuracy"] <= best[0]:
-                continue
-            best = (val_accuracy["accuracy"], model, module, steps, candidate)
-        else:
-            best = (math.nan, model, module, steps, candidate)
-    assert best is not None
-    _, model, module, steps, chosen = best
-
-    metrics: dict[str, float] = {}
-    for name, split in {"train": train, "val": val, task.eval_split: None}.items():
-        split_metrics, profile = evaluate(model, task, split or task.make_split(name, seed))
-        metrics[f"{name}_accuracy"] = split_metrics.pop("accuracy")
-        if name == task.eval_split:
-            eval_metrics, attention_profile = split_metrics, profile
+    kept, selection = select_recipe(task, model_spec, model_params, recipe, seed, train, val, out_dir, accelerator)
+    metrics = {"train_accuracy": evaluate_accuracy(kept.model, train), "val_accuracy": evaluate_accuracy(kept.model, val)}
+    split = {"train": train, "val": val}.get(task.eval_split) or task.make_split(task.eval_split, seed)
+    eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split)
+    metrics[f"{task.eval_split}_accuracy"] = eval_metrics["accuracy"]
     bayes = task.bayes_accuracy()
-    accuracy = metrics[f"{task.eval_split}_accuracy"]
+    accuracy = eval_metrics.pop("accuracy")
     metrics.update(accuracy=accuracy, bayes_accuracy=bayes, normalized_accuracy=accuracy / bayes)
     metrics.update(eval_metrics)
-    train_info = {"steps": steps, "final_loss": module.last_loss, "wall_seconds": time.perf_counter() - started,
-                  **chosen.to_json()}
+    train_info = {"steps": kept.steps, "final_loss": kept.module.last_loss,
+                  "wall_seconds": time.perf_counter() - started, **kept.recipe.to_json()}
+    if kept.module.stopped_early:
+        train_info["stopped_early"] = True
     if selection:
-        train_info.update(lr_grid=list(recipe.lr_grid), lr_selection_val_accuracy=selection)
-    return PairingResult(metrics=metrics, train=train_info, curve=module.curve, attention_profile=attention_profile)
+        train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
+                          lr_selection_val_accuracy=selection)
+    return PairingResult(metrics=metrics, train=train_info, curve=kept.module.curve,
+                         attention_profile=attention_profile, diagnostics=diagnostics)

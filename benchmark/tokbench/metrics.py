@@ -1,9 +1,13 @@
-"""Metrics shared by task plugins."""
+"""Metrics shared by the harness and task plugins."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from tokbench.task import AttentionTarget
 
 
 def matrix_correlation(a: Any, b: Any) -> float:
@@ -11,3 +15,57 @@ def matrix_correlation(a: Any, b: Any) -> float:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     denominator = np.linalg.norm(a) * np.linalg.norm(b)
     return 0.0 if denominator == 0 else float((a * b).sum() / denominator)
+
+
+def sequence_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(n,) float64: per sequence, the fraction of its labelled positions whose argmax is right.
+
+    ``logits`` (n, V) with ``labels`` (n,), or (n, T, V) with ``labels`` (n, T) where
+    :data:`tokbench.task.IGNORE` marks positions that are not scored. The accuracy of a
+    split is the mean of this over its sequences.
+    """
+    from tokbench.task import IGNORE
+
+    hits = logits.argmax(-1) == labels
+    if labels.dim() == 1:
+        return hits.double()
+    scored = labels != IGNORE
+    return (hits & scored).sum(1).double() / scored.sum(1).double()
+
+
+def _layer_index(layer: str | int, layers: int) -> int:
+    index = {"first": 0, "last": layers - 1}.get(layer, layer)  # type: ignore[arg-type]
+    if not -layers <= int(index) < layers:
+        raise ValueError(f"attention target names layer {layer!r}, the model has {layers}")
+    return int(index) % layers
+
+
+def attention_metric(attention: torch.Tensor, target: AttentionTarget, start: int,
+                     labels: torch.Tensor) -> torch.Tensor:
+    """Per sequence, the target's metric for each head and for the head average: (n, H + 1) float64.
+
+    ``attention`` (n, L, H, Q, T + S) for a chunk of sequences that begins at ``start`` in the
+    split whose ``target`` this is; ``labels`` are that chunk's labels. For last-position labels
+    the final query is scored; for labels at many positions, every labelled query, averaged
+    per sequence.
+    """
+    from tokbench.task import IGNORE
+
+    n = attention.shape[0]
+    T = target.weights.shape[1]
+    layer = attention[:, _layer_index(target.layer, attention.shape[1])]  # (n, H, Q, T + S)
+    # heads, then their mean (taken in the model's dtype, as the model would report it)
+    layer = torch.cat([layer, layer.mean(1, keepdim=True)], dim=1)[..., :T].double()
+    weights = target.weights[start:start + n].double()
+    if labels.dim() == 1:
+        a, w = layer[:, :, -1], weights[:, None]  # (n, H + 1, T), (n, 1, T)
+        return _score(a, w, target.kind)
+    scored = (labels != IGNORE).double()[:, None]  # (n, 1, Q)
+    per_query = _score(layer, weights[:, None], target.kind)  # (n, H + 1, Q)
+    return (per_query * scored).sum(-1) / scored.sum(-1)
+
+
+def _score(a: torch.Tensor, w: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "mass":
+        return (a * w).sum(-1)
+    return 1.0 - 0.5 * (a - w).abs().sum(-1)

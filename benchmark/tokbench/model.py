@@ -1,8 +1,9 @@
-"""The model contract that model plugins implement.
+"""The model contract that model plugins implement (contract v2).
 
 A model is a ``torch.nn.Module`` subclass of :class:`TokenModel`, built for one
 task instance. Register a :class:`tokbench.ModelSpec` whose ``implementation``
-points at the subclass.
+points at the subclass; the spec's ``predicts`` says whether the model predicts
+only after the last input (``"last"``) or after every input (``"every"``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from tokbench.task import IGNORE
+
 if TYPE_CHECKING:
     from tokbench.task import Split, Task
 
@@ -19,24 +22,30 @@ if TYPE_CHECKING:
 class ModelOutput(NamedTuple):
     """What a forward pass returns.
 
-    logits:    (n, V) scores over the vocabulary; the prediction is their argmax.
-    attention: (n, T + S) the query's attention weights over the T input positions,
-               followed by S >= 0 extra slots (a query slot attends to itself).
-               Rows sum to 1. ``None`` for models without attention.
-    head_attention: (n, H, T + S) per-head weights when asked for, else ``None``.
+    logits:    scores over the vocabulary, the prediction being their argmax: (n, V)
+               for a model that predicts after the last input, (n, T, V) for one that
+               predicts after every input (causal: position t sees ``tokens[:, :t + 1]``).
+    attention: (n, L, H, Q, T + S): per layer and head, each query's weights over the
+               T input positions followed by S >= 0 extra slots (a query slot attends to
+               itself). Q = 1 (the last input, or a query slot) for a model that predicts
+               after the last input, Q = T for one that predicts after every input.
+               Rows sum to 1. ``None`` for models without attention, or when the
+               forward pass was not asked for it.
     """
 
     logits: torch.Tensor
     attention: torch.Tensor | None = None
-    head_attention: torch.Tensor | None = None
 
 
 class TokenModel(nn.Module):
     """Base class of every model.
 
     ``__init__(params, task)`` receives the resolved parameters and the task
-    instance (for ``vocab_size`` and ``context_length``). ``forward(tokens)``
-    maps (n, T) int64 tokens to a :class:`ModelOutput`.
+    instance (for ``vocab_size`` and ``context_length``); it may raise
+    :class:`tokbench.errors.NotApplicable` when the model cannot serve the task.
+    ``forward(tokens, need_attention=False)`` maps (n, T) int64 tokens to a
+    :class:`ModelOutput`; the harness asks for attention only when it evaluates, so
+    a model may skip computing it in training (for example to use a fused kernel).
     """
 
     def __init__(self, params: dict[str, Any], task: Task) -> None:
@@ -44,10 +53,20 @@ class TokenModel(nn.Module):
         self.params = params
         self.vocab_size = task.vocab_size
         self.context_length = task.context_length
+        self.scoring = task.spec.scoring  # where the task is scored: "last" or "positions"
 
     def loss(self, output: ModelOutput, labels: torch.Tensor) -> torch.Tensor:
-        """Training loss; cross-entropy on the logits unless a model says otherwise."""
-        return F.cross_entropy(output.logits, labels)
+        """Training loss: cross-entropy on the logits unless a model says otherwise.
+
+        ``output.logits`` is (n, V) with ``labels`` (n,), or (n, T, V) with ``labels`` (n, T)
+        where :data:`tokbench.task.IGNORE` marks unscored positions (pooled over scored ones).
+        """
+        return F.cross_entropy(output.logits.flatten(0, -2), labels.flatten(), ignore_index=IGNORE)
+
+    def log_probs(self, output: ModelOutput) -> torch.Tensor:
+        """Log-probabilities of the next token, shaped like the logits: their log-softmax unless the
+        model's outputs are something else (for example probabilities)."""
+        return F.log_softmax(output.logits, dim=-1)
 
     def fit(self, train: Split) -> None:
         """Fit non-gradient state on the training split before optimisation (baselines)."""

@@ -1,9 +1,13 @@
-"""Optimisers named by training recipes."""
+"""Optimisers and learning-rate schedules named by training recipes."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from tokbench.specs import Recipe
 
 
 class NormalizedGD(torch.optim.Optimizer):
@@ -32,13 +36,42 @@ class NormalizedGD(torch.optim.Optimizer):
         return loss
 
 
-def make_optimizer(name: str, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """The optimiser a recipe names: ``gd``, ``ngd`` or ``adam``."""
+def make_optimizer(recipe: Recipe, params: Iterable[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The optimiser ``recipe`` names, with its learning rate, weight decay, momentum and betas.
+
+    ``gd`` and ``sgd`` are both ``torch.optim.SGD`` (``gd`` without momentum); ``ngd`` is
+    :class:`NormalizedGD`; ``adam`` and ``adamw`` are torch's.
+    """
     params = list(params)
-    if name == "gd":
-        return torch.optim.SGD(params, lr=lr)
-    if name == "ngd":
-        return NormalizedGD(params, lr=lr)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr)
-    raise ValueError(f"unknown optimizer {name!r}")
+    if recipe.optimizer in ("gd", "sgd"):
+        return torch.optim.SGD(params, lr=recipe.lr, momentum=recipe.momentum, weight_decay=recipe.weight_decay)
+    if recipe.optimizer == "ngd":
+        return NormalizedGD(params, lr=recipe.lr)
+    if recipe.optimizer in ("adam", "adamw"):
+        kind = torch.optim.Adam if recipe.optimizer == "adam" else torch.optim.AdamW
+        return kind(params, lr=recipe.lr, betas=tuple(recipe.betas), weight_decay=recipe.weight_decay)
+    raise ValueError(f"unknown optimizer {recipe.optimizer!r}")
+
+
+def make_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """The recipe's learning-rate schedule, stepped once per optimiser step; ``None`` for a constant rate.
+
+    Linear warm-up over ``warmup_steps`` from ``lr / warmup_steps`` to ``lr``, then constant, or a
+    cosine or linear decay to 0 at ``steps``.
+    """
+    from torch.optim import lr_scheduler
+
+    decay_steps = max(1, recipe.steps - recipe.warmup_steps)
+    if recipe.schedule == "cosine":
+        after: lr_scheduler.LRScheduler | None = lr_scheduler.CosineAnnealingLR(optimizer, T_max=decay_steps)
+    elif recipe.schedule == "linear":
+        after = lr_scheduler.LinearLR(optimizer, start_factor=1.0, end_factor=0.0, total_iters=decay_steps)
+    else:
+        after = None
+    if not recipe.warmup_steps:
+        return after
+    warmup = lr_scheduler.LinearLR(optimizer, start_factor=1.0 / recipe.warmup_steps, end_factor=1.0,
+                                   total_iters=recipe.warmup_steps)
+    if after is None:
+        return warmup
+    return lr_scheduler.SequentialLR(optimizer, [warmup, after], milestones=[recipe.warmup_steps])

@@ -12,38 +12,52 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from tokbench.errors import ParamError
 from tokbench.params import Param, resolve
 
 if TYPE_CHECKING:  # heavy imports only for type checkers
     from tokbench.model import TokenModel
     from tokbench.task import Task
 
-OPTIMIZERS = ("gd", "ngd", "adam")
+OPTIMIZERS = ("gd", "ngd", "adam", "adamw", "sgd")
+SCHEDULES = ("constant", "cosine", "linear")
 SCORINGS = ("last", "positions")  # where a task is scored (TaskSpec.scoring)
 PREDICTS = ("last", "every")  # which positions a model predicts (ModelSpec.predicts)
-
-RECIPE_PARAMS: tuple[Param, ...] = (
-    Param("optimizer", "str", "adam", "gd: gradient descent; ngd: normalised GD (grad / ||grad||_F); adam", choices=OPTIMIZERS),
-    Param("lr", "float", 1e-2, "learning rate", low=0.0),
-    Param("steps", "int", 200, "optimiser steps (0: no gradient training)", low=0),
-    Param("batch_size", "int", 0, "samples per step; 0 means the full training split", low=0),
-    Param("lr_grid", "floats", (), "if given, train once per lr and keep the best on the validation split", low=0.0),
-)
 
 
 @dataclass(frozen=True)
 class Recipe:
-    """How a model is trained by default; every field can be overridden with ``--set train.KEY=...``."""
+    """How a model is trained by default; every field can be overridden with ``--set train.KEY=...``.
+
+    The fields, their types, ranges and help are declared once, in :data:`RECIPE_PARAMS`
+    below; the defaults are these class attributes. Every field is recorded in a run
+    record's ``params.train`` and is part of its config hash.
+    """
 
     optimizer: str = "adam"
     lr: float = 1e-2
     steps: int = 200
     batch_size: int = 0
     lr_grid: tuple[float, ...] = ()
+    weight_decay: float = 0.0
+    wd_grid: tuple[float, ...] = ()
+    momentum: float = 0.0
+    betas: tuple[float, ...] = (0.9, 0.999)
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    grad_clip: float = 0.0
+    early_stop: float = 0.0
+    eval_every: int = 100
 
     def __post_init__(self) -> None:
         for p in RECIPE_PARAMS:
-            p.check(getattr(self, p.name))
+            object.__setattr__(self, p.name, p.check(getattr(self, p.name)))
+        if len(self.betas) != 2:
+            raise ParamError(f"betas={format_floats(self.betas)} must be two numbers, e.g. 0.9,0.999")
+        if self.momentum and self.optimizer != "sgd":
+            raise ParamError(f"momentum={self.momentum:g} needs optimizer=sgd (got {self.optimizer})")
+        if self.optimizer == "ngd" and (self.weight_decay or self.wd_grid):
+            raise ParamError("optimizer=ngd takes no weight decay; use gd, sgd, adam or adamw")
 
     def override(self, given: Mapping[str, Any]) -> Recipe:
         """Return a copy with ``given`` applied, validated like any parameter."""
@@ -54,14 +68,58 @@ class Recipe:
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def with_lr(self, lr: float) -> Recipe:
-        """This recipe at one learning rate, without a grid."""
-        return replace(self, lr=lr, lr_grid=())
+    def candidates(self) -> list[Recipe]:
+        """The recipes a sweep trains: every ``lr_grid`` x ``wd_grid`` pair (each grid defaults to
+        its single value), in grid order; without grids, this recipe alone."""
+        if not (self.lr_grid or self.wd_grid):
+            return [self]
+        return [replace(self, lr=lr, weight_decay=wd, lr_grid=(), wd_grid=())
+                for lr in self.lr_grid or (self.lr,) for wd in self.wd_grid or (self.weight_decay,)]
 
     def describe(self) -> str:
         batch = "full batch" if self.batch_size == 0 else f"batch {self.batch_size}"
-        lr = f"lr {self.lr:g}" if not self.lr_grid else "lr chosen on validation from " + "/".join(f"{x:g}" for x in self.lr_grid)
-        return f"{self.optimizer}, {lr}, {self.steps} steps, {batch}"
+        swept = [f"{name} chosen on validation from {format_floats(grid)}"
+                 for name, grid in (("lr", self.lr_grid), ("weight decay", self.wd_grid)) if grid]
+        parts = [self.optimizer, *(swept or [f"lr {self.lr:g}"])]
+        if self.weight_decay and not self.wd_grid:
+            parts.append(f"weight decay {self.weight_decay:g}")
+        if self.momentum:
+            parts.append(f"momentum {self.momentum:g}")
+        if self.schedule != "constant" or self.warmup_steps:
+            warmup = f"{self.warmup_steps} warm-up steps then " if self.warmup_steps else ""
+            parts.append(f"{warmup}{self.schedule} schedule")
+        parts += [f"{self.steps} steps", batch]
+        if self.grad_clip:
+            parts.append(f"gradient norm clipped at {self.grad_clip:g}")
+        if self.early_stop:
+            parts.append(f"early stop at validation accuracy {self.early_stop:g} (checked every {self.eval_every} steps)")
+        return ", ".join(parts)
+
+
+def format_floats(values: tuple[float, ...]) -> str:
+    return "/".join(f"{x:g}" for x in values)
+
+
+_DEFAULT = Recipe.__dataclass_fields__
+RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].default, help_text, **limits) for name, kind, help_text, limits in (
+    ("optimizer", "str", "gd: gradient descent; ngd: normalised GD (grad / ||grad||_F); adam; adamw; sgd: with "
+     "momentum", {"choices": OPTIMIZERS}),
+    ("lr", "float", "learning rate (the peak rate under a schedule)", {"low": 0.0}),
+    ("steps", "int", "optimiser steps (0: no gradient training)", {"low": 0}),
+    ("batch_size", "int", "samples per step; 0 means the full training split", {"low": 0}),
+    ("lr_grid", "floats", "if given, train once per lr (x each wd_grid value) and keep the best on the validation "
+     "split", {"low": 0.0}),
+    ("weight_decay", "float", "weight decay (decoupled for adamw, L2 for gd, sgd and adam)", {"low": 0.0}),
+    ("wd_grid", "floats", "if given, sweep these weight decays (with lr_grid), best on validation", {"low": 0.0}),
+    ("momentum", "float", "momentum of sgd", {"low": 0.0, "high": 0.999}),
+    ("betas", "floats", "beta1,beta2 of adam and adamw", {"low": 0.0, "high": 0.9999}),
+    ("schedule", "str", "learning-rate schedule after the warm-up: constant, cosine or linear decay to 0",
+     {"choices": SCHEDULES}),
+    ("warmup_steps", "int", "steps of linear warm-up from lr/warmup_steps to lr", {"low": 0}),
+    ("grad_clip", "float", "clip the gradient norm to this value before each step (0: off)", {"low": 0.0}),
+    ("early_stop", "float", "stop once validation accuracy reaches this (0: off)", {"low": 0.0, "high": 1.0}),
+    ("eval_every", "int", "steps between early-stop checks of validation accuracy", {"low": 1}),
+))
 
 
 def _import(path: str) -> Any:
@@ -81,6 +139,9 @@ class _Spec:
     citation: str = ""
     params: tuple[Param, ...] = ()
     plugin: str = field(default="", compare=False)  # filled in by the plugin host
+    #: parameter settings that the conformance kit checks besides the defaults and the declared
+    #: edges, e.g. ``({"heads": 4, "d": 16},)`` for a combination no single edge reaches
+    examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def resolve(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Validated parameters: ``given`` over the declared defaults."""

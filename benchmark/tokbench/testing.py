@@ -21,7 +21,12 @@ override the class attributes, and the ini options ``tokbench_tasks`` and
 
 Everything runs at small split sizes (the parameters ``train_size``,
 ``val_size`` and ``test_size``, where a task declares them) with each model's
-default parameters, so a full check costs seconds per pairing.
+default parameters, so a full check costs seconds per pairing. The parameter
+checks go further: a task draws a small split, and a model runs a forward pass,
+at every declared choice and at both ends of every declared range, and at each
+of the spec's ``examples``. A pairing that the specs declare not applicable
+(a model that predicts only the last position on a task scored at many) is
+skipped with the reason.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tokbench.errors import ParamError, UsageError
+from tokbench.errors import NotApplicable, ParamError, UsageError
 from tokbench.params import Param
 from tokbench.plugins import registry
 from tokbench.specs import ModelSpec, TaskSpec
@@ -108,11 +113,14 @@ def build(model_name: str, task_name: str) -> tuple[TokenModel, Split]:
     import torch
 
     task, spec = small_task(task_name), registry().model(model_name)
+    reason = spec.applicability(task.spec)
+    if reason:
+        pytest.skip(f"not applicable: {reason}")
     train = task.make_split("train", 0)
     torch.manual_seed(0)
     try:
         model = spec.build(spec.resolve(), task)
-    except UsageError as exc:  # a declared incompatibility, e.g. a vocabulary larger than the embedding
+    except (UsageError, NotApplicable) as exc:  # a declared incompatibility, e.g. a vocabulary larger than the embedding
         pytest.skip(f"model {model_name!r} refuses task {task_name!r}: {exc}")
     model.fit(train)
     return model, train
@@ -170,13 +178,17 @@ def check_pairing(task_name: str, model_name: str) -> None:
     """One pairing through the harness: finite losses over the steps taken, metrics in range."""
     result = pairing(task_name, model_name)
     model, _ = build(model_name, task_name)
-    trains = any(p.requires_grad for p in model.parameters())
-    expected_steps = min(registry().model(model_name).recipe.steps, 2) if trains else 0
+    spec = registry().model(model_name)
+    trains = spec.trained and any(p.requires_grad for p in model.parameters())
+    expected_steps = min(spec.recipe.steps, 2) if trains else 0
     assert result.train["steps"] == expected_steps, f"took {result.train['steps']} steps, expected {expected_steps}"
     losses = result.curve["loss"]
     assert losses or result.train["steps"] == 0, "a model that trains logs its loss"
     assert all(math.isfinite(x) for x in losses), f"training loss is not finite: {losses}"
     fractions = {"accuracy", "bayes_accuracy", *small_task(task_name).make_split("test", 0).attention_targets}
+    for name, choice in result.diagnostics.items():
+        assert name in fractions, f"diagnostic {name} has no attention target"
+        assert set(choice) == {"kind", "layer", "head"}, f"diagnostic {name}: {choice}"
     for name, value in result.metrics.items():
         assert math.isfinite(value), f"metric {name} = {value}"
         if name in fractions or name.endswith("_accuracy") and name != "normalized_accuracy":
@@ -207,19 +219,21 @@ class TaskConformance(_Conformance):
         check_param_validation(registry().task(task_name))
 
     def test_tokens_and_labels_in_vocabulary(self, task_name: str) -> None:
-        import torch
-
         task = small_task(task_name)
-        V, T = task.vocab_size, task.context_length
-        assert V >= 2 and T >= 1, f"vocab_size {V} and context_length {T}"
+        assert task.vocab_size >= 2 and task.context_length >= 1, (
+            f"vocab_size {task.vocab_size} and context_length {task.context_length}")
         for name in ("train", "val", "test"):
-            split = task.make_split(name, 0)
-            n = task.split_size(name)
-            assert split.tokens.dtype == torch.int64 and split.labels.dtype == torch.int64
-            assert split.tokens.shape == (n, T), f"{name} tokens {tuple(split.tokens.shape)}, expected {(n, T)}"
-            assert split.labels.shape == (n,), f"{name} labels {tuple(split.labels.shape)}, expected {(n,)}"
-            for what, values in (("tokens", split.tokens), ("labels", split.labels)):
-                assert 0 <= int(values.min()) and int(values.max()) < V, f"{name} {what} outside [0, {V})"
+            check_split(task, task.make_split(name, 0), task.split_size(name), name)
+
+    def test_every_declared_setting_generates(self, task_name: str) -> None:
+        spec = registry().task(task_name)
+        for given in declared_settings(spec):
+            try:
+                task = spec.create({**small_params(spec), **given})
+                split = task.make_split("test", 0)
+            except UsageError:
+                continue  # ruled out by the task's validate(), or no data can be drawn (said in one line)
+            check_split(task, split, task.split_size("test"), f"test split at {given}")
 
     def test_same_seed_same_split(self, task_name: str) -> None:
         task = small_task(task_name)
@@ -241,12 +255,23 @@ class TaskConformance(_Conformance):
         import torch
         from scipy.stats import binomtest
 
+        from tokbench.harness import align
+        from tokbench.metrics import sequence_accuracy
+
         task = small_task(task_name)
         sample = task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345))
         prediction = task.bayes_predict(sample.tokens)
         assert prediction.shape == sample.labels.shape
-        hits = int((prediction == sample.labels).sum())
         bayes = task.bayes_accuracy()
+        if sample.labels.dim() == 2:  # per-sequence fractions: a z-test at about 4 standard errors
+            per_sequence = sequence_accuracy(align(torch.nn.functional.one_hot(prediction.clamp(min=0),
+                                                                               task.vocab_size), sample.labels),
+                                             sample.labels)
+            mean, se = per_sequence.mean().item(), per_sequence.std().item() / math.sqrt(BAYES_SAMPLES)
+            assert abs(mean - bayes) <= 4 * se + 1e-12, (
+                f"Bayes predictor: {mean:.4f} +- {se:.4f} on {BAYES_SAMPLES} sequences, bayes_accuracy() = {bayes:.4f}")
+            return
+        hits = int((prediction == sample.labels).sum())
         p_value = binomtest(hits, BAYES_SAMPLES, bayes).pvalue
         assert p_value >= BAYES_P_VALUE, (
             f"Bayes predictor: {hits / BAYES_SAMPLES:.4f} on {BAYES_SAMPLES} samples, bayes_accuracy() = {bayes:.4f} "
@@ -254,16 +279,8 @@ class TaskConformance(_Conformance):
         )
 
     def test_attention_targets_point_at_valid_positions(self, task_name: str) -> None:
-        import torch
-
         task = small_task(task_name)
-        split = task.make_split("test", 0)
-        for name, mask in split.attention_targets.items():
-            assert isinstance(name, str) and name, "attention target names are non-empty strings"
-            assert mask.dtype == torch.bool, f"{name}: dtype {mask.dtype}, expected torch.bool"
-            assert mask.shape == split.tokens.shape, (
-                f"{name}: shape {tuple(mask.shape)}, expected {tuple(split.tokens.shape)}")
-            assert bool(mask.any(dim=1).all()), f"{name}: some rows mark no position"
+        check_attention_targets(task.make_split("test", 0))
 
     def test_one_training_step_with_every_model(self, task_name: str, model_name: str) -> None:
         check_pairing(task_name, model_name)
@@ -284,15 +301,21 @@ class ModelConformance(_Conformance):
         from tokbench.harness import predict
 
         model, train = build(model_name, task_name)
-        task = small_task(task_name)
-        n, T, V = len(train), task.context_length, task.vocab_size
-        output = predict(model, train.tokens)
-        assert output.logits.shape == (n, V), f"logits {tuple(output.logits.shape)}, expected {(n, V)}"
-        assert bool(torch.isfinite(output.logits).all()), "logits are not finite"
-        if output.attention is not None:
-            _check_attention("attention", output.attention, (n,), T)
-        if output.head_attention is not None:
-            _check_attention("head_attention", output.head_attention, (n, output.head_attention.shape[1]), T)
+        check_forward(model, small_task(task_name), train, registry().model(model_name).predicts)
+
+    def test_every_declared_setting_builds(self, model_name: str, task_name: str) -> None:
+        import torch
+
+        build(model_name, task_name)  # skips a pairing that is not applicable
+        spec, task = registry().model(model_name), small_task(task_name)
+        tokens = task.make_split("test", 0)
+        for given in declared_settings(spec):
+            torch.manual_seed(0)
+            try:
+                model = spec.build(spec.resolve(given), task)
+            except (ParamError, NotApplicable):
+                continue  # a combination the model rules out for this task, e.g. d not a multiple of heads
+            check_forward(model, task, tokens, spec.predicts, f" at {given}")
 
     def test_one_training_step_on_every_task(self, model_name: str, task_name: str) -> None:
         check_pairing(task_name, model_name)
@@ -308,15 +331,96 @@ class ModelConformance(_Conformance):
         recipe = registry().model(model_name).recipe
         model = copy.deepcopy(model)  # the cached model stays untouched for the other checks
         trainable = [p for p in model.parameters() if p.requires_grad]
-        if not trainable or recipe.steps == 0:
+        if not trainable or recipe.steps == 0 or not registry().model(model_name).trained:
             assert pairing(task_name, model_name).train["steps"] == 0, "a model without training took steps"
             return
         before = [p.detach().clone() for p in trainable]
-        loss = model.loss(model(train.tokens), train.labels)
+        from tokbench.harness import align
+
+        output = model(train.tokens)
+        loss = model.loss(output._replace(logits=align(output.logits, train.labels)), train.labels)
         assert bool(torch.isfinite(loss)), f"loss {loss.item()}"
         loss.backward()
-        make_optimizer(recipe.optimizer, trainable, recipe.lr).step()
+        make_optimizer(recipe, trainable).step()
         assert any(not torch.equal(b, p) for b, p in zip(before, trainable)), "one step left every weight unchanged"
+
+
+def declared_settings(spec: TaskSpec | ModelSpec) -> list[dict[str, Any]]:
+    """One-parameter settings at every declared choice and at both ends of every declared range,
+    then the spec's own ``examples``: what the kit checks beyond the defaults."""
+    settings: list[dict[str, Any]] = []
+    for p in spec.params:
+        if p.name in ("train_size", "val_size", "test_size"):
+            continue
+        values = list(p.choices) if p.choices is not None else [v for v in (p.low, p.high) if v is not None]
+        for value in values:
+            if p.type == "int":
+                value = int(value)
+            elif p.type == "floats":
+                value = (float(value),)
+            elif p.type == "float":
+                value = float(value)
+            if value != p.default:
+                settings.append({p.name: value})
+    return settings + [dict(example) for example in spec.examples]
+
+
+def check_split(task: Task, split: Split, n: int, where: str) -> None:
+    """Shapes and dtypes by the task's scoring, tokens and labels in the vocabulary, a scored position per row."""
+    import torch
+
+    from tokbench.task import IGNORE
+
+    V, T = task.vocab_size, task.context_length
+    assert split.tokens.dtype == torch.int64 and split.labels.dtype == torch.int64, f"{where}: dtypes"
+    assert split.tokens.shape == (n, T), f"{where}: tokens {tuple(split.tokens.shape)}, expected {(n, T)}"
+    expected = (n,) if task.spec.scoring == "last" else (n, T)
+    assert split.labels.shape == expected, f"{where}: labels {tuple(split.labels.shape)}, expected {expected}"
+    labels = split.labels[split.labels != IGNORE] if task.spec.scoring == "positions" else split.labels
+    for what, values in (("tokens", split.tokens), ("labels", labels)):
+        assert 0 <= int(values.min()) and int(values.max()) < V, f"{where}: {what} outside [0, {V})"
+    assert bool(split.scored.any(1).all()), f"{where}: a sequence has no scored position"
+    check_attention_targets(split)
+
+
+def check_attention_targets(split: Split) -> None:
+    """Each target: a valid kind, weights shaped like the queries, a mask or rows summing to 1 where scored."""
+    import torch
+
+    from tokbench.task import AttentionTarget
+
+    n, T = split.tokens.shape
+    for name, target in split.attention_targets.items():
+        assert isinstance(name, str) and name, "attention target names are non-empty strings"
+        assert isinstance(target, AttentionTarget), f"{name}: expected an AttentionTarget, got {type(target)}"
+        weights = target.weights
+        shape = (n, T) if split.labels.dim() == 1 else (n, T, T)
+        assert tuple(weights.shape) == shape, f"{name}: shape {tuple(weights.shape)}, expected {shape}"
+        rows = weights if split.labels.dim() == 1 else weights[split.scored]  # the scored queries' rows
+        if target.kind == "mass":
+            assert bool(((rows == 0) | (rows == 1)).all()), f"{name}: a mass target is a 0/1 mask"
+            assert bool((rows != 0).any(-1).all()), f"{name}: some rows mark no position"
+        else:
+            total = rows.double().sum(-1)
+            assert bool((rows >= 0).all()) and torch.allclose(total, torch.ones_like(total), atol=1e-6), (
+                f"{name}: distribution rows must be non-negative and sum to 1")
+
+
+def check_forward(model: TokenModel, task: Task, split: Split, predicts: str, where: str = "") -> None:
+    """Logits shaped by what the model predicts, finite; attention (n, L, H, Q, T + S) with rows summing to 1."""
+    import torch
+
+    from tokbench.harness import predict
+
+    n, T, V = len(split), task.context_length, task.vocab_size
+    output = predict(model, split.tokens)
+    shapes = [(n, V)] if predicts == "last" else [(n, T, V), *([(n, V)] if task.spec.scoring == "last" else [])]
+    assert tuple(output.logits.shape) in shapes, f"logits {tuple(output.logits.shape)}, expected {shapes[0]}{where}"
+    assert bool(torch.isfinite(output.logits).all()), f"logits are not finite{where}"
+    if output.attention is not None:
+        assert output.attention.dim() == 5, f"attention must be (n, L, H, Q, T + S){where}"
+        queries = 1 if predicts == "last" else T
+        _check_attention("attention", output.attention, (n, *output.attention.shape[1:3], queries), T)
 
 
 def _check_attention(name: str, weights: torch.Tensor, leading: tuple[int, ...], T: int) -> None:
@@ -339,4 +443,4 @@ def _same(a: Split, b: Split) -> bool:
     if a.tokens.shape != b.tokens.shape or a.attention_targets.keys() != b.attention_targets.keys():
         return False
     return (torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
-            and all(torch.equal(m, b.attention_targets[k]) for k, m in a.attention_targets.items()))
+            and all(t.equals(b.attention_targets[k]) for k, t in a.attention_targets.items()))

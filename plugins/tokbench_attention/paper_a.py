@@ -51,7 +51,7 @@ class PaperALayer(TokenModel):
             nn.init.normal_(self.V, std=params["init_sigma"])
             nn.init.normal_(self.W, std=params["init_sigma"])
 
-    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         n, T = tokens.shape
         K = self.vocab_size
         # W x~_N as one matrix-vector product: its backward is a single outer product,
@@ -62,7 +62,7 @@ class PaperALayer(TokenModel):
         attention = torch.softmax(scores, dim=1)  # (n, N); column N is the query slot
         attended = torch.zeros(n, K, dtype=attention.dtype, device=tokens.device)
         attended.scatter_add_(1, tokens, attention[:, :T])  # X a: the slot's column of X is zero
-        return ModelOutput(attended @ self.V.T, attention)
+        return ModelOutput(attended @ self.V.T, attention[:, None, None, None])  # (n, L=1, H=1, Q=1, N)
 
     def loss(self, output: ModelOutput, labels: torch.Tensor) -> torch.Tensor:
         f_y = output.logits.gather(1, labels[:, None]).squeeze(1)
@@ -83,4 +83,4 @@ def dense_forward(layer: PaperALayer, tokens: torch.Tensor) -> ModelOutput:
     X_tilde = torch.cat([X, layer.positions.expand(n, -1, -1)], dim=2)  # (n, N, K+M)
     scores = torch.einsum("nik,kl,nl->ni", X_tilde, layer.W, X_tilde[:, -1, :])
     attention = torch.softmax(scores, dim=1)
-    return ModelOutput(torch.einsum("ab,nib,ni->na", layer.V, X, attention), attention)
+    return ModelOutput(torch.einsum("ab,nib,ni->na", layer.V, X, attention), attention[:, None, None, None])

@@ -31,9 +31,8 @@ from tokbench_attention import positional
 class StandardAttention(TokenModel):
     """One softmax attention layer read out at a single query; subclasses choose ``encoding``.
 
-    ``forward(tokens, head_attention=False)``: pass ``head_attention=True`` to get
-    the per-head weights (n, H, L) in :attr:`ModelOutput.head_attention`;
-    :attr:`ModelOutput.attention` is always their mean over heads.
+    ``forward`` returns the per-head weights of the single query as
+    :attr:`ModelOutput.attention`, shaped (n, L=1, H, Q=1, L).
     """
 
     encoding: type[positional.PositionalEncoding] = positional.NoPE
@@ -88,7 +87,7 @@ class StandardAttention(TokenModel):
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.unflatten(-1, (self.heads, self.head_width))
 
-    def forward(self, tokens: torch.Tensor, head_attention: bool = False) -> ModelOutput:
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         n = tokens.shape[0]
         if self.uses_slot:  # the slot is token V, at position T
             tokens = torch.cat([tokens, tokens.new_full((n, 1), self.vocab_size)], dim=1)
@@ -104,7 +103,7 @@ class StandardAttention(TokenModel):
             scores = scores + bias[:, 0]
         attention = torch.softmax(scores, dim=-1)  # (n, H, L)
         logits = self.output(self._average_values(attention, tokens).flatten(1))
-        return ModelOutput(logits, attention.mean(1), attention if head_attention else None)
+        return ModelOutput(logits, attention[:, None, :, None])  # (n, 1 layer, H, 1 query, L)
 
     def _scores(self, q: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """(n, H, L) raw scores q . k_l of the queries (n, H, e) against every position."""

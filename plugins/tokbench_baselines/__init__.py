@@ -3,7 +3,8 @@
 ``uniform`` is the floor (1/K), ``bayes-optimal`` the ceiling (the task's own Bayes
 predictor, scored on the test split like any model), and ``last-token`` a strong
 non-attention baseline for Markov tasks. None of them is trained by gradient
-descent (recipe steps 0), and none has attention weights.
+descent (``trained=False``: no recipe, 0 steps), and none has attention weights.
+Each predicts every position, so each pairs with every task.
 """
 from tokbench import ModelSpec, Recipe, hookimpl
 
@@ -19,6 +20,8 @@ UNIFORM = ModelSpec(
     ),
     implementation="tokbench_baselines.baselines:UniformGuess",
     recipe=NO_TRAINING,
+    predicts="every",
+    trained=False,
 )
 
 LAST_TOKEN = ModelSpec(
@@ -31,6 +34,8 @@ LAST_TOKEN = ModelSpec(
     ),
     implementation="tokbench_baselines.baselines:LastTokenCounts",
     recipe=NO_TRAINING,
+    predicts="every",
+    trained=False,
 )
 
 BAYES_OPTIMAL = ModelSpec(
@@ -43,6 +48,8 @@ BAYES_OPTIMAL = ModelSpec(
     ),
     implementation="tokbench_baselines.baselines:BayesOptimal",
     recipe=NO_TRAINING,
+    predicts="every",
+    trained=False,
 )
 
 

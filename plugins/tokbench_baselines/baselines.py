@@ -1,4 +1,9 @@
-"""Reference baselines: no attention, no gradient training."""
+"""Reference baselines: no attention, no gradient training.
+
+Each predicts every position (``predicts="every"``), so it pairs with tasks scored
+at many positions; on a task scored at the last position it returns only the
+last position's logits (n, V), which is all the harness reads there.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -23,8 +28,9 @@ class UniformGuess(TokenModel):
         super().__init__(params, task)
         self.generator = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
 
-    def forward(self, tokens: torch.Tensor) -> ModelOutput:
-        noise = torch.rand(tokens.shape[0], self.vocab_size, generator=self.generator)
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        shape = tokens.shape if self.scoring == "positions" else tokens.shape[:1]
+        noise = torch.rand(*shape, self.vocab_size, generator=self.generator)
         return ModelOutput(noise.to(tokens.device))
 
 
@@ -36,12 +42,15 @@ class LastTokenCounts(TokenModel):
         self.register_buffer("counts", torch.zeros(self.vocab_size, self.vocab_size))
 
     def fit(self, train: Split) -> None:
-        pairs = train.tokens[:, -1] * self.vocab_size + train.labels
+        scored = train.scored
+        labels = train.labels[scored] if train.labels.dim() == 2 else train.labels
+        pairs = train.tokens[scored] * self.vocab_size + labels
         counts = torch.bincount(pairs, minlength=self.vocab_size**2).view(self.vocab_size, self.vocab_size)
         self.counts.copy_(counts)
 
-    def forward(self, tokens: torch.Tensor) -> ModelOutput:
-        rows = self.counts[tokens[:, -1]] + 1.0  # torch.argmax takes the first maximum: ties to the smaller token
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        current = tokens if self.scoring == "positions" else tokens[:, -1]
+        rows = self.counts[current] + 1.0  # torch.argmax takes the first maximum: ties to the smaller token
         return ModelOutput(torch.log(rows / rows.sum(-1, keepdim=True)))
 
 
@@ -52,6 +61,6 @@ class BayesOptimal(TokenModel):
         super().__init__(params, task)
         self.task = task
 
-    def forward(self, tokens: torch.Tensor) -> ModelOutput:
-        prediction = self.task.bayes_predict(tokens)
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        prediction = self.task.bayes_predict(tokens)  # (n,), or (n, T) for a task scored at many positions
         return ModelOutput(F.one_hot(prediction, self.vocab_size).float())

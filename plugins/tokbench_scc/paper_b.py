@@ -43,15 +43,19 @@ class PaperBLayer(TokenModel):
             bound = 1.0 / math.sqrt(d)
             nn.init.uniform_(self.W, -bound, bound)
 
-    def forward(self, tokens: torch.Tensor) -> ModelOutput:
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         scores = self.E @ self.W @ self.E.T  # (K, K): S[i, k] = x_i^T W x_k
         attention = torch.softmax(scores[tokens, tokens[:, -1:]], dim=1)  # (n, T)
         probability = torch.zeros(len(tokens), self.vocab_size, dtype=attention.dtype, device=tokens.device)
         probability.scatter_add_(1, tokens, attention)  # P(k) = attention on the positions holding k
-        return ModelOutput(torch.log(probability + self.eps), attention)
+        return ModelOutput(torch.log(probability + self.eps), attention[:, None, None, None])  # (n, 1, 1, 1, T)
 
     def loss(self, output: ModelOutput, labels: torch.Tensor) -> torch.Tensor:
         return F.nll_loss(output.logits, labels)  # mean of -log(P(y) + eps)
+
+    def log_probs(self, output: ModelOutput) -> torch.Tensor:
+        """log((P + eps) / (1 + K eps)): the smoothed retrieval probabilities, normalised."""
+        return output.logits - math.log1p(self.vocab_size * self.eps)
 
     def key_query(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.W, self.E

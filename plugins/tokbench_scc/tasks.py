@@ -7,7 +7,7 @@ import torch
 
 from tokbench.errors import ParamError, UsageError
 from tokbench.model import TokenModel
-from tokbench.task import Split, Task
+from tokbench.task import AttentionTarget, Split, Task
 from tokbench_scc.automaton import SCCAutomaton, distinct_tokens
 from tokbench.metrics import matrix_correlation
 from tokbench_scc.svm import InfeasibleSVMError, solve_graph_svm
@@ -41,7 +41,7 @@ class SCCAutomatonTask(Task):
 
     def generate(self, n: int, generator: torch.Generator) -> Split:
         tokens, labels, retrieved = self.automaton.sample(n, self.context_length, generator)
-        return Split(tokens, labels, {"top_scc_attention": retrieved})
+        return Split(tokens, labels, {"top_scc_attention": AttentionTarget(retrieved)})
 
     def bayes_accuracy(self) -> float:
         return self._bayes
@@ -89,6 +89,9 @@ class SCCImplicitBiasTask(Task):
 
     def validate(self) -> None:
         _check_length(self.vocab_size, self.context_length)
+        if self.params["variant"] == "cyclic" and (self.params["n"] < 2 or self.context_length < 2):
+            raise ParamError("variant=cyclic needs n >= 2 and context_length >= 2: a cycle needs two sequences "
+                             "and two tokens in each")
 
     def split_size(self, split: str) -> int:
         return self.params["n"]  # every split is one dataset of the paper's size
@@ -108,7 +111,7 @@ class SCCImplicitBiasTask(Task):
             priorities = token_priority_graphs(tokens.numpy(), labels.numpy())
             if all_acyclic(priorities) == want_acyclic:
                 mask = torch.from_numpy(top_scc_mask(tokens.numpy(), labels.numpy(), priorities))
-                return Split(tokens, labels, {"top_scc_attention": mask})
+                return Split(tokens, labels, {"top_scc_attention": AttentionTarget(mask)})
         raise UsageError(
             f"no {self.params['variant']} dataset of n={n}, T={self.context_length}, K={self.vocab_size} "
             f"found in {self.params['max_tries']} draws; "

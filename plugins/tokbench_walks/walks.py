@@ -5,7 +5,7 @@ import torch
 
 from tokbench.metrics import matrix_correlation
 from tokbench.model import TokenModel
-from tokbench.task import Split, Task
+from tokbench.task import AttentionTarget, Split, Task
 
 
 def sample_walks(n: int, length: int, K: int, p: float, generator: torch.Generator) -> torch.Tensor:
@@ -44,7 +44,7 @@ class RandomWalk(Task):
         walks = sample_walks(n, self.context_length + 1, self.vocab_size, self.p, generator)
         parent = torch.zeros(n, self.context_length, dtype=torch.bool)
         parent[:, -1] = True
-        return Split(walks[:, :-1].contiguous(), walks[:, -1].contiguous(), {"parent_attention": parent})
+        return Split(walks[:, :-1].contiguous(), walks[:, -1].contiguous(), {"parent_attention": AttentionTarget(parent)})
 
     def bayes_accuracy(self) -> float:
         return max(self.p, 1 - self.p)

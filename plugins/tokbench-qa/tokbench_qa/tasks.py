@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from tokbench.errors import ParamError
-from tokbench.task import Split, Task
+from tokbench.task import AttentionTarget, Split, Task
 
 WORDS = (
     "apple", "orange",
@@ -71,7 +71,7 @@ class FruitCount(QATask):
         fruits = torch.where(torch.rand(n, self.items, generator=generator) < 0.5, APPLE, ORANGE)
         tokens = torch.cat([encode(self.HEAD).expand(n, -1), fruits, encode(self.TAIL).expand(n, -1)], dim=1)
         labels = self.bayes_predict(tokens)
-        return Split(tokens, labels, {ANSWER: tokens == labels[:, None]})
+        return Split(tokens, labels, {ANSWER: AttentionTarget(tokens == labels[:, None])})
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         oranges = (self._fruits(tokens) == ORANGE).sum(1)
@@ -96,7 +96,7 @@ class FruitPreference(QATask):
         tokens[:, self.Y] = APPLE + ORANGE - preferred
         answer = torch.zeros(n, self.context_length, dtype=torch.bool)
         answer[:, self.X] = True
-        return Split(tokens, preferred, {ANSWER: answer})
+        return Split(tokens, preferred, {ANSWER: AttentionTarget(answer)})
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens[:, self.X].clone()

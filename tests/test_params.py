@@ -60,5 +60,5 @@ def test_recipe_overrides_are_validated_like_parameters():
     recipe = Recipe(optimizer="gd", lr=1.0, steps=50)
     assert recipe.override({"steps": "10"}).steps == 10
     assert recipe.override({}).lr == 1.0
-    with pytest.raises(ParamError, match="optimizer='sgd' is not allowed"):
-        recipe.override({"optimizer": "sgd"})
+    with pytest.raises(ParamError, match="optimizer='lbfgs' is not allowed"):
+        recipe.override({"optimizer": "lbfgs"})

@@ -125,6 +125,8 @@ class PairingModule(pl.LightningModule):
         return math.ceil(self.recipe.steps / self.block)
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        if self.stopped_early:  # Lightning may still hand out the blocks left; they take no step
+            return
         tokens, labels = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
         clip = self.recipe.grad_clip
@@ -151,7 +153,7 @@ class PairingModule(pl.LightningModule):
 
     def _reached_target(self, steps: int) -> bool:
         """Early stopping: validation accuracy checked every ``eval_every`` steps."""
-        if not self.recipe.early_stop or self.val is None or steps % self.recipe.eval_every:
+        if not self.recipe.early_stop or self.val is None or steps % self.recipe.eval_every or steps == self.recipe.steps:
             return False
         accuracy = evaluate_accuracy(self.model, self.val)
         self.model.train()
@@ -228,7 +230,7 @@ def _sequence_log_loss(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.T
         return -log_probs.gather(-1, labels[:, None])[:, 0].double()
     scored = labels != IGNORE
     picked = log_probs.gather(-1, labels.clamp(min=0)[..., None])[..., 0].double()
-    return -(picked * scored).sum(1) / scored.sum(1)
+    return -torch.where(scored, picked, 0.0).sum(1) / scored.sum(1)
 
 
 @torch.no_grad()
@@ -410,8 +412,9 @@ def run_pairing(
     accuracy = eval_metrics.pop("accuracy")
     metrics.update(accuracy=accuracy, bayes_accuracy=bayes, normalized_accuracy=accuracy / bayes)
     metrics.update(eval_metrics)
-    train_info = {"steps": kept.steps, "final_loss": kept.module.last_loss,
-                  "wall_seconds": time.perf_counter() - started, **kept.recipe.to_json()}
+    # the recipe, then what training did: "steps" is the number taken (0 without training, fewer on an early stop)
+    train_info = {**kept.recipe.to_json(), "steps": kept.steps, "final_loss": kept.module.last_loss,
+                  "wall_seconds": time.perf_counter() - started}
     if kept.module.stopped_early:
         train_info["stopped_early"] = True
     if selection:

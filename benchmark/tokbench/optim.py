@@ -56,8 +56,8 @@ def make_optimizer(recipe: Recipe, params: Iterable[torch.nn.Parameter]) -> torc
 def make_schedule(recipe: Recipe, optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LRScheduler | None:
     """The recipe's learning-rate schedule, stepped once per optimiser step; ``None`` for a constant rate.
 
-    Linear warm-up over ``warmup_steps`` from ``lr / warmup_steps`` to ``lr``, then constant, or a
-    cosine or linear decay to 0 at ``steps``.
+    Linear warm-up from ``lr / warmup_steps``, reaching ``lr`` after ``warmup_steps`` steps
+    (torch's ``LinearLR``), then constant, or a cosine or linear decay towards 0 at ``steps``.
     """
     from torch.optim import lr_scheduler
 

@@ -54,7 +54,8 @@ def error_line(exc: BaseException) -> str:
 
 def build_record(pairing: Pairing, prov: Mapping[str, Any], *, error: str | None = None, eval_split: str = "test",
                  metrics: Mapping[str, Any] | None = None, train: Mapping[str, Any] | None = None,
-                 curve: Mapping[str, list] | None = None, profile: list[float] | None = None) -> Record:
+                 curve: Mapping[str, list] | None = None, profile: list[float] | None = None,
+                 diagnostics: Mapping[str, Any] | None = None) -> Record:
     """A schema-v1 record; ``error`` set means status failed."""
     task, model = pairing.task_spec, pairing.model_spec
     return {
@@ -67,6 +68,7 @@ def build_record(pairing: Pairing, prov: Mapping[str, Any], *, error: str | None
         "train": clean(dict(train or {})),
         "curve": {k: round_floats(list(v)) for k, v in (curve or {}).items()},
         "attention_profile": round_floats(profile) if profile is not None else None,
+        "diagnostics": clean(dict(diagnostics or {})),
         "meta": {"task_description": task.description, "task_citation": task.citation,
                  "model_description": model.description, "model_citation": model.citation,
                  "recipe": pairing.recipe.describe()},
@@ -86,7 +88,7 @@ def execute(pairing: Pairing, commit: str | None) -> Record:
         eval_split = task.eval_split
         result = run_pairing(task, pairing.model_spec, pairing.model_params, pairing.recipe, pairing.seed)
         record = build_record(pairing, prov, eval_split=eval_split, metrics=result.metrics, train=result.train,
-                              curve=result.curve, profile=result.attention_profile)
+                              curve=result.curve, profile=result.attention_profile, diagnostics=result.diagnostics)
         if record["metrics"].get("accuracy") is None:
             raise ValueError(f"accuracy is not finite: {result.metrics.get('accuracy')}")
         return record

@@ -7,6 +7,7 @@ complete, validated parameter dict.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,8 @@ class Param:
     """One declared parameter.
 
     ``type`` is one of ``"int"``, ``"float"``, ``"str"``, ``"bool"`` or ``"floats"``
-    (a tuple of floats, written ``1e-3,1e-2`` on the command line). Numbers may
+    (a tuple of floats, written ``1e-3,1e-2`` on the command line). Floats are always
+    finite (nan and inf are rejected, whatever the range). Numbers may
     carry an inclusive range ``[low, high]`` (either end may be ``None``; for
     ``floats`` it applies to every element); any type may instead carry a tuple
     of allowed ``choices``.
@@ -85,6 +87,8 @@ class Param:
             value = float(value)
         if kind is not bool and isinstance(value, bool) or not isinstance(value, kind):
             raise ParamError(f"{self.name}={value!r} is not a valid {self.type}; allowed: {self.allowed()}")
+        if kind is float and not math.isfinite(value):  # nan passes every comparison, and JSON has no nan or inf
+            raise ParamError(f"{self.name}={value!r} is not finite; allowed: {self.allowed()} (finite)")
         if self.choices is not None and value not in self.choices:
             raise ParamError(f"{self.name}={value!r} is not allowed; allowed: {self.allowed()}")
         if (self.low is not None and value < self.low) or (self.high is not None and value > self.high):

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError, did_you_mean, unknown_name
+from tokbench.storage import read_regular
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,6 +27,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 WILDCARD = "*"
+MAX_SUITE_BYTES = 1_000_000
 _TOP_KEYS = ("description", "seeds", "budget", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _BLOCK_KEYS = ("tasks", "models", "seeds", "task", "model", "train")
@@ -49,7 +51,7 @@ class GridBlock:
     index: int
     tasks: tuple[str, ...]
     models: tuple[str, ...]
-    seeds: tuple[int, ...]
+    seeds: Sequence[int]
     task_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     train: Mapping[str, Any] = field(default_factory=dict)
@@ -89,13 +91,22 @@ def load_suite(name_or_path: str) -> Suite:
     """A built-in suite by name, or a suite file by path."""
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.is_file():
-        if not path.is_file():
+        if not path.exists():
             raise SuiteError(f"suite file {name_or_path} does not exist")
-        return parse_suite(path.read_text(encoding="utf-8"), origin=str(path), name=path.stem)
+        return parse_suite(_read_suite(path), origin=str(path), name=path.stem)
     if name_or_path not in builtin_suites():
         raise unknown_name("suite", name_or_path, builtin_suites())
     text = (resources.files("tokbench") / "suites" / f"{name_or_path}.toml").read_text(encoding="utf-8")
     return parse_suite(text, origin=f"suite {name_or_path!r} ({name_or_path}.toml)", name=name_or_path)
+
+
+def _read_suite(path: Path) -> str:
+    """The text of a suite file: a regular UTF-8 file of at most ``MAX_SUITE_BYTES``."""
+    try:
+        return read_regular(path, MAX_SUITE_BYTES).decode("utf-8")
+    except ValueError as exc:  # UnicodeDecodeError included
+        reason = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else str(exc)
+        raise SuiteError(f"{path}: {reason}; a suite is a UTF-8 TOML file of at most {MAX_SUITE_BYTES} bytes") from None
 
 
 # ---- key positions ---------------------------------------------------------------------------------------------
@@ -151,9 +162,9 @@ class _Checker:
                 raise self.fail(path + (key,), f"unknown key {key!r} in {what}{did_you_mean(key, allowed)}; "
                                                f"allowed: {', '.join(allowed)}")
 
-    def seeds(self, value: Any, path: KeyPath) -> tuple[int, ...]:
+    def seeds(self, value: Any, path: KeyPath) -> Sequence[int]:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-            return tuple(range(value))
+            return range(value)  # a range, not a tuple: a huge count costs nothing until it is enumerated
         if (isinstance(value, list) and value and len(set(value)) == len(value)
                 and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
             return tuple(value)
@@ -209,6 +220,8 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
     blocks = []
     for index, block in enumerate(grid):
         path: KeyPath = ("grid", index)
+        if not isinstance(block, dict):
+            raise check.fail(("grid",), f"grid must be [[grid]] tables, got {block!r} as block {index + 1}")
         check.keys(block, _BLOCK_KEYS, path, f"[[grid]] block {index + 1}")
         for required in ("tasks", "models"):
             if required not in block:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
-from tokbench.errors import ParamError, UsageError, did_you_mean, unknown_name
+from tokbench.errors import ParamError, UnknownNameError, UsageError, did_you_mean, unknown_name
 from tokbench.params import parse_assignments
 from tokbench.plugins import Registry
-from tokbench.results import config_hash, identity, record_filename
+from tokbench.results import SeedHashes, canonical_json, identity, record_filename
 from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
 from tokbench.suites import WILDCARD, GridBlock, Suite, is_pattern
 
@@ -29,25 +29,65 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
-class Pairing:
-    """One unit of work: a task and a model with resolved parameters, a recipe and a seed."""
+class Variant:
+    """A task and a model with resolved parameters and a recipe: the pairings of one grid cell, but for the seed.
+
+    Everything that does not depend on the seed is computed once here and shared by the
+    variant's pairings, so a grid of a million seeds costs one small object per pairing.
+    """
 
     task_spec: TaskSpec
     model_spec: ModelSpec
     task_params: dict[str, Any]
     model_params: dict[str, Any]
     recipe: Recipe
+
+    @cached_property
+    def params(self) -> dict[str, dict[str, Any]]:
+        """The identity's ``params``. A model that is not trained has no recipe in it (``train`` is
+        ``{}``), so ``--set train.steps=...`` does not change its config hash."""
+        train = self.recipe.to_json() if self.model_spec.trained else {}
+        return {"task": self.task_params, "model": self.model_params, "train": train}
+
+    @cached_property
+    def hashes(self) -> SeedHashes:
+        task, model = self.task_spec, self.model_spec
+        return SeedHashes(identity(task.name, task.version, model.name, model.version, self.params, 0))
+
+    @cached_property
+    def not_applicable(self) -> str | None:
+        """Why the model cannot be paired with the task (the pairing gets a not_applicable record), or None."""
+        return self.model_spec.applicability(self.task_spec)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Pairing:
+    """One unit of work: a variant (task, model, resolved parameters, recipe) and a seed."""
+
+    variant: Variant
     seed: int
+    config_hash: str = field(init=False, repr=False)
 
-    @cached_property
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "config_hash", self.variant.hashes(self.seed))
+
+    @classmethod
+    def of(cls, task_spec: TaskSpec, model_spec: ModelSpec, task_params: dict[str, Any],
+           model_params: dict[str, Any], recipe: Recipe, seed: int) -> Pairing:
+        return cls(Variant(task_spec, model_spec, task_params, model_params, recipe), seed)
+
+    task_spec = property(lambda self: self.variant.task_spec)
+    model_spec = property(lambda self: self.variant.model_spec)
+    task_params = property(lambda self: self.variant.task_params)
+    model_params = property(lambda self: self.variant.model_params)
+    recipe = property(lambda self: self.variant.recipe)
+    not_applicable = property(lambda self: self.variant.not_applicable)
+
+    @property
     def identity(self) -> dict[str, Any]:
-        params = {"task": self.task_params, "model": self.model_params, "train": self.recipe.to_json()}
-        return identity(self.task_spec.name, self.task_spec.version, self.model_spec.name, self.model_spec.version,
-                        params, self.seed)
-
-    @cached_property
-    def config_hash(self) -> str:
-        return config_hash(self.identity)
+        task, model = self.task_spec, self.model_spec
+        return {"task": task.name, "task_version": task.version, "model": model.name, "model_version": model.version,
+                "params": self.variant.params, "seed": self.seed}
 
     @property
     def header(self) -> dict[str, Any]:
@@ -134,9 +174,18 @@ def _select(entries: Sequence[str], registered: Mapping[str, Any], kind: str, wh
         elif entry in registered:
             matches = [entry]
         else:
-            raise UsageError(f"{where}: {unknown_name(kind, entry, registered)}")
+            raise UnknownNameError(f"{where}: {unknown_name(kind, entry, registered)}")
         selected += [m for m in matches if m not in selected]
     return selected
+
+
+def _filter(entries: Sequence[str], registered: Mapping[str, Any], kind: str) -> set[str]:
+    """The names that ``--task``/``--model`` keep; a pattern that matches no registered name is a typo."""
+    for entry in entries:
+        if is_pattern(entry) and not fnmatch.filter(registered, entry):
+            raise UnknownNameError(f"--{kind} {entry!r} matches no registered {kind}; allowed: "
+                                   f"{', '.join(sorted(registered))}")
+    return set(_select(entries, registered, kind, f"--{kind}"))
 
 
 def _block_params(suite: Suite, block: GridBlock, kind: str, specs: Mapping[str, TaskSpec | ModelSpec],
@@ -184,14 +233,18 @@ def expand(
     seeds: int | None = None,
     settings: Sequence[Setting] = (),
 ) -> list[Pairing]:
-    """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters, in suite order.
+    """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters (names or glob patterns), in suite
+    order.
 
     ``seeds`` replaces every block's seeds with ``0..seeds-1``. Pairings with the
-    same identity (from overlapping blocks) appear once.
+    same identity (from overlapping blocks) appear once. Each distinct task instance
+    is created once here, so that a constraint between its parameters (its
+    ``validate()``) is a usage error before anything runs.
     """
-    task_filter = {registry.task(name).name for name in tasks}
-    model_filter = {registry.model(name).name for name in models}
+    task_filter = _filter(tasks, registry.tasks, "task")
+    model_filter = _filter(models, registry.models, "model")
     pairings: dict[str, Pairing] = {}
+    checked: set[str] = set()
     for block in suite.blocks:
         task_names = _select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks"))
         model_names = _select(block.models, registry.models, "model", suite.where("grid", block.index, "models"))
@@ -199,15 +252,17 @@ def expand(
         model_specs = {n: registry.models[n] for n in model_names}
         task_given = _block_params(suite, block, "task", task_specs, registry.tasks)
         model_given = _block_params(suite, block, "model", model_specs, registry.models)
-        block_seeds = tuple(range(seeds)) if seeds is not None else block.seeds
+        block_seeds = range(seeds) if seeds is not None else block.seeds
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)
                 task_params = task.resolve(task_given[task.name] | set_task)
+                _check_task(task, task_params, checked)
                 model_params = model.resolve(model_given[model.name] | set_model)
                 recipe = _block_recipe(suite, block, model).override(set_train)
+                variant = Variant(task, model, task_params, model_params, recipe)
                 for seed in block_seeds:
-                    pairing = Pairing(task, model, task_params, model_params, recipe, seed)
+                    pairing = Pairing(variant, seed)
                     pairings.setdefault(pairing.config_hash, pairing)
     grid = list(pairings.values())
     if not grid:
@@ -215,6 +270,24 @@ def expand(
         raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}")
     _check_settings_used(settings, grid)
     return grid
+
+
+def _check_task(task: TaskSpec, params: dict[str, Any], checked: set[str]) -> None:
+    """Create the task once per distinct parameters; a constraint it reports (``UsageError``) stops the plan.
+
+    Other failures (say its module does not import) are left to the run, which records them per pairing.
+    """
+    key = canonical_json([task.name, params])
+    if key in checked:
+        return
+    checked.add(key)
+    try:
+        task.create(params)
+    except UsageError as exc:
+        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        raise ParamError(f"task {task.name!r} with {shown}: {exc}") from None
+    except Exception:  # noqa: BLE001 - not a usage error: the pairing's record will carry it
+        pass
 
 
 def parse_shard(text: str) -> tuple[int, int]:

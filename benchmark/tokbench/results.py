@@ -59,6 +59,25 @@ def config_hash(ident: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json({k: ident[k] for k in _IDENTITY_KEYS}).encode()).hexdigest()[:HASH_CHARS]
 
 
+class SeedHashes:
+    """:func:`config_hash` of one identity at any seed, serialising the rest once (a grid may hash a million seeds).
+
+    The canonical JSON sorts keys, so the top-level ``seed`` is the last key before
+    ``task`` and ``task_version``, whose string values cannot hold an unescaped quote:
+    the last ``"seed":null`` of the text with a null seed is the place to put each seed.
+    """
+
+    def __init__(self, ident: Mapping[str, Any]) -> None:
+        text = canonical_json({**{k: ident[k] for k in _IDENTITY_KEYS}, "seed": None})
+        head, _, tail = text.rpartition('"seed":null')
+        self.head, self.tail = f'{head}"seed":'.encode(), tail.encode()
+
+    def __call__(self, seed: int) -> str:
+        digest = hashlib.sha256(self.head)
+        digest.update(b"%d%s" % (seed, self.tail))
+        return digest.hexdigest()[:HASH_CHARS]
+
+
 def record_filename(task: str, model: str, hash_: str) -> str:
     return f"{task}__{model}__{hash_}.json"
 

@@ -36,17 +36,27 @@ def variant_labels(identities: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     ``identities`` are records or pairing identities with a ``config_hash``; seeds are
     not part of a variant. A parameter name that two namespaces share keeps its prefix.
     """
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    # O(n) in the identities: each distinct params object is flattened once (the seeds of a pairing's
+    # variant share theirs), and each parameter's values are collected in one pass.
+    groups: dict[tuple[str, str], dict[int, tuple[Mapping, list[str]]]] = defaultdict(dict)
     for ident in identities:
-        groups[ident["task"], ident["model"]].append(ident)
+        params = ident["params"]
+        entry = groups[ident["task"], ident["model"]].setdefault(id(params), (params, []))
+        entry[1].append(ident["config_hash"])
     labels = {}
-    for members in groups.values():
-        flat = [{(ns, k): v for ns, params in m["params"].items() for k, v in params.items()} for m in members]
-        varying = sorted({key for f in flat for key in f if len({repr(g.get(key)) for g in flat}) > 1})
+    for variants in groups.values():
+        flat = [{(ns, k): v for ns, values in params.items() for k, v in values.items()}
+                for params, _ in variants.values()]
+        seen: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for key in {key for f in flat for key in f}:
+            for f in flat:
+                seen[key].add(repr(f.get(key)))
+        varying = sorted(key for key, values in seen.items() if len(values) > 1)
         bare = [k for _, k in varying]
-        for member, values in zip(members, flat):
-            labels[member["config_hash"]] = " ".join(
+        for (_, hashes), values in zip(variants.values(), flat):
+            label = " ".join(
                 f"{k if bare.count(k) == 1 else ns + '.' + k}={_format(values.get((ns, k)))}" for ns, k in varying)
+            labels.update(dict.fromkeys(hashes, label))
     return labels
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from itertools import islice
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -77,12 +78,16 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     """One line per pairing: whether it will run, its current record, its label and config hash."""
     variants = variant_labels(p.header for p in pairings)
     will_run = {p.config_hash for p in todo}
-    for p in pairings:
+
+    def line(p: Pairing) -> str:
         record = existing.get(p.config_hash)
         action = "run " if p.config_hash in will_run else "skip"
         state = "missing" if record is None else record["status"]
-        label = pairing_label(p.header, variants)
-        print(f"{action}  {state:7}  {p.config_hash}  {label}")
+        return f"{action}  {state:7}  {p.config_hash}  {pairing_label(p.header, variants)}\n"
+
+    lines = map(line, pairings)
+    while chunk := "".join(islice(lines, 65536)):  # a grid may have a million lines: write them in large blocks
+        sys.stdout.write(chunk)
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 
 
@@ -106,6 +111,9 @@ def _run(args: argparse.Namespace) -> int:
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings))
     if args.shard:
         grid = shard(grid, *parse_shard(args.shard))
+        if not grid:  # more array jobs than pairings: the spare ones have nothing to do, which is no error
+            print(f"tokbench: shard {args.shard} of this grid is empty; nothing to run", file=sys.stderr)
+            return 0
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
 

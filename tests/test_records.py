@@ -22,7 +22,7 @@ PROVENANCE = {"tokbench_version": "0.1.0", "git_commit": None, "python": "3.11.7
 def pairing(seed: int = 0, p: float = 0.5) -> Pairing:
     reg = registry()
     task, model = reg.task("random-walk"), reg.model("attn-paper-a")
-    return Pairing(task, model, task.resolve({"p": p}), model.resolve({}), model.recipe, seed)
+    return Pairing.of(task, model, task.resolve({"p": p}), model.resolve({}), model.recipe, seed)
 
 
 def ok_record(seed: int = 0, started_at: str = PROVENANCE["started_at"]) -> dict:

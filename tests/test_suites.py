@@ -241,4 +241,4 @@ def test_bad_shard(text):
 
 def test_suite_file_round_trip(tmp_path):
     suite = load_suite(str(write_suite(tmp_path)))
-    assert suite.name == "tiny" and len(suite.blocks) == 1 and suite.blocks[0].seeds == (0, 1)
+    assert suite.name == "tiny" and len(suite.blocks) == 1 and tuple(suite.blocks[0].seeds) == (0, 1)

@@ -28,7 +28,7 @@ def _plain_loop(task, spec, params, recipe, seed, train) -> None:
     """The same maths as the harness (model, loss, normalised GD), as a bare PyTorch loop."""
     torch.manual_seed(derive_seed(seed, "init"))
     model = spec.build(params, task)
-    optimizer = make_optimizer(recipe.optimizer, model.parameters(), recipe.lr)
+    optimizer = make_optimizer(recipe, model.parameters())
     for _ in range(recipe.steps):
         loss = model.loss(model(train.tokens), train.labels)
         optimizer.zero_grad()

@@ -50,6 +50,12 @@ def test_loss_metrics_against_the_bayes_predictor(trained):
     assert 0 < m["excess_loss_se"] < m["loss"]
 
 
+def test_reference_strategies_are_scored_on_the_evaluation_split_and_along_the_curve(trained):
+    assert 0.0 <= trained.metrics["agree_copy_current"] < 0.5  # the model predicts the previous token instead
+    curve = trained.curve["agree_copy_current"]
+    assert len(curve) == len(trained.curve["step"]) and all(0.0 <= x <= 1.0 for x in curve)
+
+
 def test_early_stop_ends_training_before_the_budget(trained):
     assert trained.train["stopped_early"] is True
     assert trained.train["steps"] < contract_v2.TWO_LAYER.recipe.steps

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from tokbench.errors import TokbenchError
-from tokbench.metrics import attention_metric, sequence_accuracy
+from tokbench.metrics import agreement, attention_metric, sequence_accuracy
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
 from tokbench.seeding import derive_seed
@@ -71,22 +71,26 @@ def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+Batch = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
+
+
 class _Blocks(IterableDataset):
-    """One item per block of optimiser steps: tokens (r, b, T) and labels (r, b) or (r, b, T).
+    """One item per block of optimiser steps: tokens (r, b, T), labels (r, b) or (r, b, T), and the
+    reference strategies' predictions shaped like the labels.
 
     Full batch: r = 1, the whole training split, reused by every step of the block
     (and moved to the device once). Mini-batches: r = block, seeded random batches.
     """
 
     def __init__(self, split: Split, batch_size: int, block: int, seed: int) -> None:
-        self.tokens, self.labels = split.tokens, split.labels
+        self.tokens, self.labels, self.references = split.tokens, split.labels, split.references
         self.batch_size, self.block, self.seed = batch_size, block, seed
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[Batch]:
         n = len(self.labels)
         if self.batch_size == 0 or self.batch_size >= n:
             while True:
-                yield self.tokens[None], self.labels[None]
+                yield self.tokens[None], self.labels[None], {k: v[None] for k, v in self.references.items()}
         generator = torch.Generator().manual_seed(self.seed)
         batches = iter(())
         while True:
@@ -98,7 +102,7 @@ class _Blocks(IterableDataset):
                     continue
                 picked.append(idx)
             idx = torch.stack(picked)
-            yield self.tokens[idx], self.labels[idx]
+            yield self.tokens[idx], self.labels[idx], {k: v[idx] for k, v in self.references.items()}
 
 
 class PairingModule(pl.LightningModule):
@@ -124,10 +128,10 @@ class PairingModule(pl.LightningModule):
     def blocks(self) -> int:
         return math.ceil(self.recipe.steps / self.block)
 
-    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+    def training_step(self, batch: Batch, batch_idx: int) -> None:
         if self.stopped_early:  # Lightning may still hand out the blocks left; they take no step
             return
-        tokens, labels = batch
+        tokens, labels, references = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
         clip = self.recipe.grad_clip
         first = batch_idx * self.block
@@ -137,7 +141,7 @@ class PairingModule(pl.LightningModule):
             logits = align(output.logits, labels[i])
             loss = self.model.loss(output._replace(logits=logits), labels[i])
             if step % self.log_every == 0 or step == self.recipe.steps - 1:
-                self._log(step, loss, logits, labels[i])
+                self._log(step, loss, logits, labels[i], {k: v[i] for k, v in references.items()})
             optimizer.zero_grad()
             # Plain backward, not manual_backward: the Trainer runs in 32-bit (no loss scaling to apply),
             # and Lightning's per-call hooks cost a measurable share of these sub-millisecond steps.
@@ -161,13 +165,18 @@ class PairingModule(pl.LightningModule):
         self.model.train()
         return accuracy >= self.recipe.early_stop
 
-    def _log(self, step: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
+    def _log(self, step: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
+             references: dict[str, torch.Tensor]) -> None:
         value = loss.item()
         if not math.isfinite(value):
             raise NonFiniteLossError(f"loss became {value} at step {step}")
-        accuracy = sequence_accuracy(logits.detach(), labels).mean().item()
-        for key, item in (("step", step), ("loss", value), ("accuracy", accuracy)):
-            self.curve[key].append(item)
+        logits = logits.detach()
+        accuracy = sequence_accuracy(logits, labels).mean().item()
+        points = {"step": step, "loss": value, "accuracy": accuracy}
+        for name, reference in references.items():
+            points[f"agree_{name}"] = agreement(logits, reference, labels).mean().item()
+        for key, item in points.items():
+            self.curve.setdefault(key, []).append(item)
         if self.logger is not None:
             self.logger.log_metrics({"train_loss": value, "train_accuracy": accuracy}, step=step)
         self.last_loss = value
@@ -217,6 +226,7 @@ class _Totals:
     """Per-sequence values gathered chunk by chunk over an evaluation split."""
 
     accuracy: list[torch.Tensor] = field(default_factory=list)
+    agreement: dict[str, list[torch.Tensor]] = field(default_factory=dict)
     log_loss: list[torch.Tensor] = field(default_factory=list)
     profile: torch.Tensor | None = None
     targets: dict[str, list[torch.Tensor]] = field(default_factory=dict)
@@ -246,7 +256,8 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
     model.eval()
     device = _device(model)
     T = task.context_length
-    totals = _Totals(targets={name: [] for name in split.attention_targets})
+    totals = _Totals(targets={name: [] for name in split.attention_targets},
+                     agreement={name: [] for name in split.references})
     size = _chunks(model, split)
     bayes_log_probs = task.bayes_log_probs(split.tokens[:1]) is not None
     for start in range(0, len(split), size):
@@ -254,6 +265,8 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
         output = model(tokens.to(device), need_attention=True)
         logits = align(output.logits, labels).cpu()
         totals.accuracy.append(sequence_accuracy(logits, labels))
+        for name, reference in split.references.items():
+            totals.agreement[name].append(agreement(logits, reference[start:start + size], labels))
         if bayes_log_probs:
             totals.log_loss.append(_sequence_log_loss(model.log_probs(output._replace(logits=logits)).cpu(), labels))
         if output.attention is not None:
@@ -262,6 +275,7 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
             for name, target in split.attention_targets.items():
                 totals.targets[name].append(attention_metric(attention, target, start, labels))
     metrics = {"accuracy": torch.cat(totals.accuracy).mean().item()}
+    metrics.update({f"agree_{name}": torch.cat(parts).mean().item() for name, parts in totals.agreement.items()})
     diagnostics: dict[str, dict[str, Any]] = {}
     if totals.profile is not None:
         for name, target in split.attention_targets.items():

@@ -33,6 +33,15 @@ def sequence_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
     return (hits & scored).sum(1).double() / scored.sum(1).double()
 
 
+def agreement(logits: torch.Tensor, reference: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(n,) float64: per sequence, the fraction of its labelled positions where the argmax equals ``reference``."""
+    from tokbench.task import IGNORE
+
+    if labels.dim() == 2:
+        reference = torch.where(labels != IGNORE, reference, IGNORE)
+    return sequence_accuracy(logits, reference)
+
+
 def _layer_index(layer: str | int, layers: int) -> int:
     index = {"first": 0, "last": layers - 1}.get(layer, layer)  # type: ignore[arg-type]
     if not -layers <= int(index) < layers:

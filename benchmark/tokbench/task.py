@@ -74,11 +74,18 @@ class Split:
         sequence has at least one scored position.
     attention_targets: per-sample annotations for the diagnostics, by metric name
         (for example ``"parent_attention"``); see :class:`AttentionTarget`.
+    references: predictions of reference strategies, by name, shaped like ``labels``
+        (for example ``{"unigram": ..., "bigram": ...}`` for in-context Markov chains).
+        The harness reports ``agree_<name>``, the fraction of the model's scored
+        predictions that equal the reference's (per sequence, then the mean), on the
+        evaluation split and along the training curve, so a plateau at a simpler
+        strategy is visible.
     """
 
     tokens: torch.Tensor
     labels: torch.Tensor
     attention_targets: dict[str, AttentionTarget] = field(default_factory=dict)
+    references: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.labels.shape[0]

@@ -380,6 +380,9 @@ def check_split(task: Task, split: Split, n: int, where: str) -> None:
     for what, values in (("tokens", split.tokens), ("labels", labels)):
         assert 0 <= int(values.min()) and int(values.max()) < V, f"{where}: {what} outside [0, {V})"
     assert bool(split.scored.any(1).all()), f"{where}: a sequence has no scored position"
+    for name, reference in split.references.items():
+        assert reference.shape == split.labels.shape and reference.dtype == torch.int64, (
+            f"{where}: reference {name!r} must be int64 shaped like the labels")
     check_attention_targets(split)
 
 
@@ -443,4 +446,6 @@ def _same(a: Split, b: Split) -> bool:
     if a.tokens.shape != b.tokens.shape or a.attention_targets.keys() != b.attention_targets.keys():
         return False
     return (torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
-            and all(t.equals(b.attention_targets[k]) for k, t in a.attention_targets.items()))
+            and all(t.equals(b.attention_targets[k]) for k, t in a.attention_targets.items())
+            and a.references.keys() == b.references.keys()
+            and all(torch.equal(r, b.references[k]) for k, r in a.references.items()))

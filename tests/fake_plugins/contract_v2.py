@@ -3,8 +3,9 @@
 Task ``previous-token``: uniform tokens; at every position t >= 1 the label is the
 token at t - 1 (position 0 is not scored), so it needs labels at many positions. It
 declares a mass target on position t - 1 (first layer, best head), a graded target
-spread evenly over the prefix (last layer, head average), and the Bayes predictor's
-log-probabilities (it is deterministic: loss 0).
+spread evenly over the prefix (last layer, head average), a reference strategy
+(repeating the current token), and the Bayes predictor's log-probabilities (it is
+deterministic: loss 0).
 
 Model ``two-layer-attention``: two causal softmax attention layers with two heads
 each, predicting at every position and returning attention per layer and head.
@@ -39,10 +40,12 @@ class PreviousToken(Task):
         previous = torch.zeros(n, T, T, dtype=torch.bool)
         previous[:, torch.arange(1, T), torch.arange(0, T - 1)] = True
         prefix = torch.tril(torch.ones(T, T)) / torch.arange(1, T + 1)[:, None]
-        return Split(tokens, labels, {
+        targets = {
             "previous_attention": AttentionTarget(previous, layer="first", head="best"),
             "prefix_uniformity": AttentionTarget(prefix.expand(n, T, T).clone(), kind="distribution"),
-        })
+        }
+        references = {"copy_current": tokens.clone()}  # a wrong strategy: repeat the token just read
+        return Split(tokens, labels, targets, references)
 
     def bayes_accuracy(self) -> float:
         return 1.0

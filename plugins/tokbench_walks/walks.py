@@ -8,12 +8,17 @@ from tokbench.model import TokenModel
 from tokbench.task import AttentionTarget, Split, Task
 
 
-def sample_walks(n: int, length: int, K: int, p: float, generator: torch.Generator) -> torch.Tensor:
-    """(n, length) int64 walks: uniform start, then +1 mod K w.p. p, else -1 mod K."""
-    start = torch.randint(0, K, (n, 1), generator=generator)
-    up = torch.rand(n, length - 1, generator=generator) < p
+def sample_walks(n: int, length: int, K: int, p: float, generator: torch.Generator, lag: int = 1) -> torch.Tensor:
+    """(n, length) int64 walks: uniform start, then +1 mod K w.p. p, else -1 mod K.
+
+    With ``lag`` k > 1, k independent walks are interleaved, so token t continues token t - k.
+    """
+    steps_per_walk = -(-length // lag)
+    start = torch.randint(0, K, (n * lag, 1), generator=generator)
+    up = torch.rand(n * lag, steps_per_walk - 1, generator=generator) < p
     steps = torch.where(up, 1, -1)
-    return torch.cat([start, start + steps.cumsum(1)], dim=1).remainder(K)
+    walks = torch.cat([start, start + steps.cumsum(1)], dim=1).remainder(K)
+    return walks.view(n, lag, steps_per_walk).transpose(1, 2).reshape(n, -1)[:, :length]
 
 
 def transition_matrix(K: int, p: float) -> torch.Tensor:
@@ -26,7 +31,12 @@ def transition_matrix(K: int, p: float) -> torch.Tensor:
 
 
 class RandomWalk(Task):
-    """Inputs s_1..s_{N-1}, label s_N; the parent position is the last input."""
+    """Inputs s_1..s_{N-1}, label s_N; the parent position is the ``lag``-th last input (the last one here)."""
+
+    @property
+    def lag(self) -> int:
+        """k: the label continues the walk of the k-th last input."""
+        return 1
 
     @property
     def p(self) -> float:
@@ -41,9 +51,9 @@ class RandomWalk(Task):
         return self.params["context_length"]
 
     def generate(self, n: int, generator: torch.Generator) -> Split:
-        walks = sample_walks(n, self.context_length + 1, self.vocab_size, self.p, generator)
+        walks = sample_walks(n, self.context_length + 1, self.vocab_size, self.p, generator, self.lag)
         parent = torch.zeros(n, self.context_length, dtype=torch.bool)
-        parent[:, -1] = True
+        parent[:, -self.lag] = True
         return Split(walks[:, :-1].contiguous(), walks[:, -1].contiguous(), {"parent_attention": AttentionTarget(parent)})
 
     def bayes_accuracy(self) -> float:
@@ -51,7 +61,7 @@ class RandomWalk(Task):
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         # argmax of Pi^T x_{N-1}, ties to the smaller node index.
-        parent, K = tokens[:, -1], self.vocab_size
+        parent, K = tokens[:, -self.lag], self.vocab_size
         up, down = (parent + 1) % K, (parent - 1) % K
         if self.p > 0.5:
             return up

@@ -38,7 +38,7 @@ def test_plugins_json_lists_hooks_registrations_and_errors(cli):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["show", "task", "random-wlk"], "unknown task 'random-wlk' (did you mean 'random-walk'?)"),
+        (["show", "task", "random-wlk"], "unknown task 'random-wlk' (did you mean 'random-walk'"),
         (["show", "model", "attn-papr-a"], "unknown model 'attn-papr-a' (did you mean 'attn-paper-a'"),
         (["show", "task", "random-walk", "--set", "pp=0.3"], "has no parameter 'pp' (did you mean 'p'?)"),
         (["show", "task", "random-walk", "--set", "p=1.5"], "p=1.5 is out of range; allowed: float in [0.0, 1.0]"),

@@ -112,7 +112,7 @@ def test_a_corrupt_file_is_skipped_with_a_warning_or_fails_when_strict(tmp_path,
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--task", "random-wlk"], "unknown task 'random-wlk' (did you mean 'random-walk'?)"),
+    (["--task", "random-wlk"], "unknown task 'random-wlk' (did you mean 'random-walk'"),
     (["--set", "q=1"], "--set q=1: no parameter 'q'"),
     (["--shard", "2/2"], "--shard expects i/n"),
     (["--suite", "nosuch"], "unknown suite 'nosuch'"),

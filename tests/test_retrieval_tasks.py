@@ -14,9 +14,13 @@ import torch
 from scipy.stats import binomtest, chisquare
 
 from tokbench.errors import ParamError
+from tokbench.metrics import sequence_accuracy
 from tokbench.plugins import registry
+from tokbench.task import IGNORE
 
-Outcome = tuple[tuple[int, ...], int]  # (tokens, label) of a task scored at the last position
+# (tokens, label) of a task scored at the last position, or (tokens, labels) of one scored at many
+Outcome = tuple[tuple[int, ...], "int | tuple[int, ...]"]
+TASKS = ["mqar", "selective-copy", "sparse-selection", "majority", "lag-walk"]
 
 
 def make(name: str, **params):
@@ -51,19 +55,60 @@ def sparse_outcomes(V: int, N: int, q: int) -> Iterator[tuple[Outcome, Fraction]
             yield (data + tuple(V + i for i in named), sum(data[i] for i in named) % V), Fraction(1, V**N * len(orders))
 
 
-def exact_bayes_last(outcomes: dict[Outcome, Fraction]) -> Fraction:
-    """sum over inputs x of max_y P(x, y): the best any predictor of the label from x can do."""
-    by_input: dict[tuple[int, ...], dict[int, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
-    for (tokens, label), weight in outcomes.items():
-        by_input[tokens][label] += weight
-    return sum(max(labels.values()) for labels in by_input.values())
+def mqar_outcomes(V: int, T: int, N: int, Q: int, a: float) -> Iterator[tuple[Outcome, float]]:
+    """Zoology's law: distinct keys and values, query slots drawn one by one in proportion to (g+1)^(a-1)."""
+    slots = (T - 2 * N) // 2
+    w = [(g + 1) ** (a - 1) for g in range(slots)]
+    key_orders = list(itertools.permutations(range(1, V // 2), N))
+    value_orders = list(itertools.permutations(range(V // 2, V), N))
+    for keys, values, chosen in itertools.product(key_orders, value_orders, itertools.permutations(range(slots), Q)):
+        p_slots, left = 1.0, sum(w)
+        for g in chosen:
+            p_slots, left = p_slots * w[g] / left, left - w[g]
+        tokens, labels = [0] * T, [IGNORE] * T
+        for i in range(N):
+            tokens[2 * i], tokens[2 * i + 1] = keys[i], values[i]
+        for i, g in enumerate(chosen):
+            tokens[2 * N + 2 * g], labels[2 * N + 2 * g] = keys[i], values[i]
+        yield (tuple(tokens), tuple(labels)), p_slots / (len(key_orders) * len(value_orders))
+
+
+def selective_copy_outcomes(V: int, T: int, K: int) -> Iterator[tuple[Outcome, Fraction]]:
+    region = T - K - 1
+    placements = list(itertools.combinations(range(region), K))
+    for where in placements:
+        for data in itertools.product(range(V - 2), repeat=K):
+            tokens, labels = [V - 2] * T, [IGNORE] * (T - K) + list(data)
+            for position, token in zip(where, data):
+                tokens[position] = token
+            tokens[region] = V - 1
+            yield (tuple(tokens), tuple(labels)), Fraction(1, len(placements) * (V - 2) ** K)
+
+
+def exact_bayes(outcomes: dict[Outcome, Fraction]) -> float:
+    """The best accuracy any predictor can reach, by enumeration.
+
+    Last position: sum over inputs x of max_y P(x, y). Many positions: the accuracy of a sequence is the
+    fraction of its scored positions predicted right, and the prediction at t sees tokens[:t+1] only, so
+    each (t, prefix) is one decision: sum over them of max_y sum P(sequence) / (its scored positions).
+    """
+    decisions: dict[tuple, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for (tokens, labels), weight in outcomes.items():
+        if isinstance(labels, int):
+            decisions[tokens][labels] += weight
+            continue
+        scored = [t for t, y in enumerate(labels) if y != IGNORE]
+        for t in scored:
+            decisions[(t, tokens[: t + 1])][labels[t]] += weight / len(scored)
+    return float(sum(max(labels.values()) for labels in decisions.values()))
 
 
 def check_law(task, outcomes: dict, n: int = 20_000) -> None:
     """The generator's empirical (tokens, label) frequencies match the enumerated law (chi-square)."""
-    assert sum(outcomes.values()) == 1
+    assert float(sum(outcomes.values())) == pytest.approx(1.0, abs=1e-12)
     split = task.generate(n, torch.Generator().manual_seed(7))
-    seen = Counter((tuple(t.tolist()), int(y)) for t, y in zip(split.tokens, split.labels))
+    label = (lambda y: tuple(y.tolist())) if split.labels.dim() == 2 else int
+    seen = Counter((tuple(t.tolist()), label(y)) for t, y in zip(split.tokens, split.labels))
     assert set(seen) <= set(outcomes), f"generated outcomes outside the law: {list(set(seen) - set(outcomes))[:3]}"
     keys = list(outcomes)
     result = chisquare([seen[k] for k in keys], [float(outcomes[k]) * n for k in keys])
@@ -71,6 +116,12 @@ def check_law(task, outcomes: dict, n: int = 20_000) -> None:
 
 
 TINY = [
+    ("mqar", dict(vocab_size=8, context_length=10, num_kv_pairs=2, num_queries=2, power_a=0.01),
+     lambda: mqar_outcomes(8, 10, 2, 2, 0.01)),
+    ("mqar", dict(vocab_size=8, context_length=9, num_kv_pairs=2, num_queries=1, power_a=0.5),
+     lambda: mqar_outcomes(8, 9, 2, 1, 0.5)),
+    ("selective-copy", dict(vocab_size=4, context_length=7, num_tokens_to_copy=2), lambda: selective_copy_outcomes(4, 7, 2)),
+    ("selective-copy", dict(vocab_size=5, context_length=5, num_tokens_to_copy=1), lambda: selective_copy_outcomes(5, 5, 1)),
     ("lag-walk", dict(K=3, k=2, context_length=3, p=0.3), lambda: lag_walk_outcomes(3, 2, 3, Fraction(3, 10))),
     ("lag-walk", dict(K=4, k=1, context_length=2, p=0.5), lambda: lag_walk_outcomes(4, 1, 2, Fraction(1, 2))),
     ("lag-walk", dict(K=3, k=3, context_length=4, p=1.0), lambda: lag_walk_outcomes(3, 3, 4, Fraction(1))),
@@ -89,24 +140,49 @@ def test_tiny_instances_match_brute_force(name, params, enumerate_law):
     for outcome, weight in enumerate_law():
         if weight:
             outcomes[outcome] += weight
-    assert task.bayes_accuracy() == pytest.approx(float(exact_bayes_last(outcomes)), abs=1e-12)
+    assert task.bayes_accuracy() == pytest.approx(exact_bayes(outcomes), abs=1e-12)
+    if task.bayes_loss() is not None:  # E[-log P(label | input)] by enumeration
+        by_input: dict[tuple, Fraction] = defaultdict(Fraction)
+        for (tokens, _), weight in outcomes.items():
+            by_input[tokens] += weight
+        loss = sum(float(w) * -math.log(float(w / by_input[tokens])) for (tokens, _), w in outcomes.items())
+        assert task.bayes_loss() == pytest.approx(loss, abs=1e-12)
     check_law(task, outcomes)
 
 
-@pytest.mark.parametrize("name", ["lag-walk", "majority", "sparse-selection"])
+@pytest.mark.parametrize("name", TASKS)
 def test_bayes_predictor_reaches_the_optimum_at_the_default_size(name):
     task = make(name)
     n = 50_000
     split = task.generate(n, torch.Generator().manual_seed(11))
-    hits = int((task.bayes_predict(split.tokens) == split.labels).sum())
+    prediction = task.bayes_predict(split.tokens)
     bayes = task.bayes_accuracy()
     if bayes == 1.0:
-        assert hits == n
+        assert bool(((prediction == split.labels) | (split.labels == IGNORE)).all())
     else:
+        hits = int((prediction == split.labels).sum())
         assert binomtest(hits, n, bayes).pvalue > 1e-4, f"{hits / n:.4f} against {bayes:.4f}"
 
 
-@pytest.mark.parametrize("name", ["lag-walk", "majority", "sparse-selection"])
+@pytest.mark.parametrize("name", ["mqar", "selective-copy", "sparse-selection", "majority"])
+def test_bayes_log_probs_are_the_bayes_predictor_and_its_loss(name):
+    task = make(name)
+    split = task.generate(20_000, torch.Generator().manual_seed(3))
+    log_probs = task.bayes_log_probs(split.tokens)
+    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(()))
+    # the Bayes predictor names a most probable token wherever a label is scored
+    prediction = task.bayes_predict(split.tokens).clamp(min=0)
+    scored = split.labels != IGNORE
+    assert bool((log_probs.gather(-1, prediction[..., None])[..., 0] == log_probs.max(-1).values)[scored].all())
+    picked = log_probs.gather(-1, split.labels.clamp(min=0)[..., None])[..., 0]
+    losses = -torch.where(scored, picked, 0.0).double()
+    per_sequence = losses if losses.dim() == 1 else losses.sum(1) / scored.sum(1)
+    assert bool(torch.isfinite(per_sequence).all())
+    se = per_sequence.std().item() / math.sqrt(len(per_sequence))
+    assert abs(per_sequence.mean().item() - task.bayes_loss()) <= 4 * se + 1e-12
+
+
+@pytest.mark.parametrize("name", TASKS)
 def test_100k_sequences_in_under_a_second_at_the_default_size(name):
     task = make(name)
     best = math.inf
@@ -128,7 +204,7 @@ def test_lag_walk_parent_is_k_back_and_the_last_token_is_independent():
     split = task.make_split("test", 0)
     steps = (split.labels - split.tokens[:, -3]).remainder(7)
     assert set(steps.unique().tolist()) <= {1, 6}
-    parent = split.attention_targets["parent_attention"]
+    parent = split.attention_targets["parent_attention"].weights
     assert parent.sum(1).eq(1).all() and parent[:, -3].all()
     # the last input belongs to another walk: the label given it is close to uniform
     same = (split.labels == split.tokens[:, -1]).double().mean().item()
@@ -142,17 +218,58 @@ def test_lag_walk_with_k_1_is_the_random_walk():
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
 
 
-def test_sparse_selection_annotation_marks_the_named_positions():
+def test_sparse_selection_target_is_one_over_q_on_the_named_positions():
     task = make("sparse-selection", vocab_size=5, num_tokens=10, q=3)
     split = task.make_split("test", 0)
+    target = split.attention_targets["selected_attention"]
+    assert target.kind == "distribution"
     named = split.tokens[:, 10:] - 5
-    mask = split.attention_targets["selected_attention"]
-    assert mask.sum(1).eq(3).all() and mask.gather(1, named).all()
+    assert torch.allclose(target.weights.gather(1, named), torch.full((len(split), 3), 1 / 3))
+    assert torch.allclose(target.weights.sum(1), torch.ones(len(split)))
+
+
+def test_mqar_queries_ask_for_values_written_in_the_prefix():
+    task = make("mqar", vocab_size=64, context_length=40, num_kv_pairs=6, num_queries=4)
+    split = task.make_split("test", 0)
+    scored = split.labels != IGNORE
+    assert bool(scored[:, :12].any() == False) and bool((scored.sum(1) == 4).all())  # noqa: E712
+    assert bool((split.tokens[:, 12:][~scored[:, 12:]] == 0).all())  # filler between the queries
+    keys, values = split.tokens[:, 0:12:2], split.tokens[:, 1:12:2]
+    assert bool((keys < 32).all() and (keys >= 1).all() and (values >= 32).all())
+    assert bool((keys.sort(1).values.diff(dim=1) > 0).all())  # distinct keys
+    target = split.attention_targets["value_attention"]
+    rows = target.weights[scored]  # one source per query: the position of the queried key's value
+    assert bool((rows.sum(1) == 1).all())
+    sources = rows.float().argmax(1)
+    queried = split.tokens[scored]
+    assert bool((split.tokens[scored.nonzero()[:, 0], sources - 1] == queried).all())
+
+
+def test_mqar_power_law_favours_early_query_slots():
+    early = make("mqar", num_queries=1, power_a=0.01).make_split("test", 0)
+    uniform = make("mqar", num_queries=1, power_a=1.0).make_split("test", 0)
+    first = lambda split: (split.labels != IGNORE).float().argmax(1).double().mean().item()  # noqa: E731
+    assert first(early) < first(uniform) - 2
+
+
+def test_selective_copy_outputs_the_data_tokens_in_order():
+    task = make("selective-copy", vocab_size=10, context_length=30, num_tokens_to_copy=5)
+    split = task.make_split("test", 0)
+    head = split.tokens[:, :24]
+    data = head[head < 8].view(len(split), 5)
+    assert torch.equal(split.labels[:, -5:], data) and bool((split.labels[:, :-5] == IGNORE).all())
+    assert bool((split.tokens[:, 24] == 9).all() and (split.tokens[:, 25:] == 8).all())
+    rows = split.attention_targets["source_attention"].weights[:, -5:]  # (n, 5, T)
+    assert torch.equal(split.tokens.gather(1, rows.float().argmax(2)), data)
 
 
 @pytest.mark.parametrize("name, params", [
     ("lag-walk", {"k": 5, "context_length": 4}),
     ("sparse-selection", {"num_tokens": 3, "q": 4}),
+    ("mqar", {"vocab_size": 8, "num_kv_pairs": 4}),
+    ("mqar", {"num_kv_pairs": 2, "num_queries": 3}),
+    ("mqar", {"context_length": 12, "num_kv_pairs": 4, "num_queries": 4}),
+    ("selective-copy", {"context_length": 9, "num_tokens_to_copy": 4}),
 ])
 def test_inconsistent_parameters_are_refused(name, params):
     with pytest.raises(ParamError):

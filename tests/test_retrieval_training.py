@@ -53,13 +53,15 @@ def test_lag_walk_without_relative_addressing_stays_far_below(k, model):
 
 
 @pytest.mark.slow
-def test_majority_paper_a_layer_stays_far_below_the_optimum():
+def test_majority_paper_a_layer_selects_one_position_and_stays_far_below_the_optimum():
     metrics = train("majority", MAJORITY, "attn-paper-a").metrics
     assert metrics["accuracy"] < metrics["bayes_accuracy"] - 0.3
+    assert metrics["uniform_attention"] < 0.2  # 1 - TV to uniform; all mass on one of 16 positions gives 1/16
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["attn-nope", "attn-rope"])
-def test_majority_standard_softmax_layer_reaches_the_optimum(model):
+def test_majority_standard_softmax_layer_averages_and_reaches_the_optimum(model):
     metrics = train("majority", MAJORITY, model).metrics
     assert metrics["accuracy"] >= metrics["bayes_accuracy"] - 0.03
+    assert metrics["uniform_attention"] >= 0.9

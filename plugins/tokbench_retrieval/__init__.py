@@ -1,14 +1,23 @@
 """Built-in plugin: retrieval and selection tasks from the token-selection literature.
 
-Each task tests which tokens a sequence model learns to select: selecting positions named in the
-input (``sparse-selection``), averaging rather than selecting (``majority``) and selecting a fixed
+Each task tests which tokens a sequence model learns to select: binding a value to its key
+(``mqar``), content-based selection among noise (``selective-copy``), selecting positions named in
+the input (``sparse-selection``), averaging rather than selecting (``majority``) and selecting a fixed
 offset (``lag-walk``). Every task has an exact Bayes-optimal accuracy and attention annotations.
-The implementations live in ``selection`` (sparse selection, majority) and ``lag`` (lag-k walks);
-this module only registers the specs.
+The implementations live in ``recall`` (MQAR, selective copying), ``selection`` (sparse selection,
+majority) and ``lag`` (lag-k walks); this module only registers the specs.
 """
 from tokbench import Param, TaskSpec, hookimpl
 
 CITATION_A = "Shi & Cao, Towards Understanding Transformers in Learning Random Walks, NeurIPS 2025, arXiv:2511.23239"
+CITATION_MQAR = (
+    "Arora, Eyuboglu, Timalsina, Johnson, Poli, Zou, Rudra & Ré, Zoology: Measuring and Improving Recall in "
+    "Efficient Language Models, ICLR 2024, arXiv:2312.04927"
+)
+CITATION_COPY = (
+    "Gu & Dao, Mamba: Linear-Time Sequence Modeling with Selective State Spaces, arXiv:2312.00752; "
+    "Poli et al., Mechanistic Design and Scaling of Hybrid Architectures, ICML 2024, arXiv:2403.17844"
+)
 CITATION_SPARSE = (
     "Sanford, Hsu & Telgarsky, Representational Strengths and Limitations of Transformers, NeurIPS 2023, "
     "arXiv:2306.02896; Wang, Wei, Hsu & Lee, Transformers Provably Learn Sparse Token Selection While "
@@ -21,6 +30,56 @@ _SIZES = (
     Param("test_size", "int", 1000, "test sequences", low=1),
 )
 
+MQAR = TaskSpec(
+    name="mqar",
+    version="1",
+    description=(
+        "Multi-query associative recall (Zoology): key-value pairs k1 v1 ... kN vN with distinct keys from "
+        "[1, V/2) and distinct values from [V/2, V), then queries of num_queries of the keys at even offsets "
+        "(slot g drawn without replacement with weight (g+1)^(power_a-1)), filler token 0 elsewhere. Scored at "
+        "each query: the label is the queried key's value, never written after it. Keys are unique, so the "
+        "Bayes-optimal accuracy is 1. Annotation value_attention: the query's attention on the position of "
+        "its value (an induction head's target). Difficulty axes: num_kv_pairs, context_length, vocab_size."
+    ),
+    citation=CITATION_MQAR,
+    implementation="tokbench_retrieval.recall:MQAR",
+    scoring="positions",
+    params=(
+        Param("vocab_size", "int", 64, "V: keys from [1, V/2), values from [V/2, V), 0 is the filler", low=4),
+        Param("context_length", "int", 32, "T: 2N tokens of pairs, then (T - 2N) // 2 query slots", low=4),
+        Param("num_kv_pairs", "int", 4, "N: key-value pairs (N < V/2 keys are needed)", low=1),
+        Param("num_queries", "int", 4, "keys queried, each once (at most N and at most the query slots)", low=1),
+        Param("power_a", "float", 0.01, "query slot weight (g+1)^(a-1): 0.01 as Zoology favours early "
+              "slots, 1 is uniform", low=1e-6, high=1.0),
+        *_SIZES,
+    ),
+    examples=({"context_length": 64, "num_kv_pairs": 8, "num_queries": 8},
+              {"vocab_size": 10, "context_length": 12, "num_kv_pairs": 4, "num_queries": 2}),
+)
+
+SELECTIVE_COPY = TaskSpec(
+    name="selective-copy",
+    version="1",
+    description=(
+        "Selective copying (Mamba; MAD's layout): K data tokens drawn i.i.d. from {0..V-3} at a uniformly random "
+        "set of positions among blanks (V-2), then the copy token (V-1), then K blanks. Scored at the last K "
+        "positions: label j is the j-th data token, in order. The data tokens are visible, so the Bayes-optimal "
+        "accuracy is 1. Annotation source_attention: the attention of copy position j on the j-th data token. "
+        "Difficulty axes: context_length (noise between the data), num_tokens_to_copy, vocab_size."
+    ),
+    citation=CITATION_COPY,
+    implementation="tokbench_retrieval.recall:SelectiveCopy",
+    scoring="positions",
+    params=(
+        Param("vocab_size", "int", 16, "V: data tokens 0..V-3, blank V-2, copy V-1", low=3),
+        Param("context_length", "int", 32, "T: total length, T >= 2K + 2 (at least one blank among the data)",
+              low=4),
+        Param("num_tokens_to_copy", "int", 4, "K: data tokens to copy", low=1),
+        *_SIZES,
+    ),
+    examples=({"context_length": 64, "num_tokens_to_copy": 16}, {"context_length": 10, "num_tokens_to_copy": 4}),
+)
+
 SPARSE_SELECTION = TaskSpec(
     name="sparse-selection",
     version="1",
@@ -29,7 +88,7 @@ SPARSE_SELECTION = TaskSpec(
         "tokens i.i.d. from {0..V-1}, then q position tokens V+i naming q distinct positions i in random order. "
         "The label, after the last position token, is the sum of the selected data tokens mod V (q = 1: pointer "
         "retrieval). It is a function of the input, so the Bayes-optimal accuracy is 1. Annotation "
-        "selected_attention: the attention mass on the selected positions. Difficulty axes: num_tokens (the "
+        "selected_attention: the graded target 1/q on each selected position (1 - total variation). Difficulty axes: num_tokens (the "
         "context), q, vocab_size."
     ),
     citation=CITATION_SPARSE,
@@ -41,6 +100,7 @@ SPARSE_SELECTION = TaskSpec(
         Param("q", "int", 2, "positions selected (at most num_tokens)", low=1),
         *_SIZES,
     ),
+    examples=({"q": 16}, {"vocab_size": 2, "num_tokens": 64, "q": 1}),
 )
 
 MAJORITY = TaskSpec(
@@ -50,6 +110,7 @@ MAJORITY = TaskSpec(
         "In-context majority: T tokens i.i.d. uniform over {0..V-1}; the label is the most frequent token, a "
         "tie broken uniformly at random among the tied tokens. Bayes-optimal accuracy E[1/m], m the number of "
         "tied tokens, computed exactly. Averaging is the solution (uniform attention gives the counts): the "
+        "annotation uniform_attention is the uniform target over the context (1 - total variation). The "
         "contrast task to selection. Difficulty axes: vocab_size (more "
         "ties, smaller margins), context_length (larger counts to compare)."
     ),
@@ -60,6 +121,7 @@ MAJORITY = TaskSpec(
         Param("context_length", "int", 16, "T: tokens counted", low=1),
         *_SIZES,
     ),
+    examples=({"vocab_size": 2, "context_length": 2}, {"vocab_size": 10, "context_length": 64}),
 )
 
 LAG_WALK = TaskSpec(
@@ -82,9 +144,10 @@ LAG_WALK = TaskSpec(
               low=0.0, high=1.0),
         *_SIZES,
     ),
+    examples=({"k": 5, "context_length": 5}, {"p": 0.5}),
 )
 
-TASKS = (SPARSE_SELECTION, MAJORITY, LAG_WALK)
+TASKS = (MQAR, SELECTIVE_COPY, SPARSE_SELECTION, MAJORITY, LAG_WALK)
 
 
 @hookimpl

@@ -1,6 +1,7 @@
 """Sparse token selection and in-context majority: selecting named positions, and averaging over all."""
 from __future__ import annotations
 
+import math
 from functools import cached_property
 
 import numpy as np
@@ -8,7 +9,8 @@ import torch
 from scipy.stats import binom
 
 from tokbench.errors import ParamError
-from tokbench.task import Split, Task
+from tokbench.task import AttentionTarget, Split, Task
+from tokbench_retrieval.certain import certain_log_probs
 
 
 class SparseSelection(Task):
@@ -38,9 +40,9 @@ class SparseSelection(Task):
         # the top q of i.i.d. uniforms: a uniformly random q-subset of the positions, in random order
         selected = torch.rand(n, N, generator=generator).topk(q, dim=1).indices
         labels = data.gather(1, selected).sum(1).remainder(V)
-        mask = torch.zeros(n, self.context_length, dtype=torch.bool)
-        mask.scatter_(1, selected, True)
-        return Split(torch.cat([data, V + selected], dim=1), labels, {"selected_attention": mask})
+        target = torch.zeros(n, self.context_length).scatter_(1, selected, 1.0 / q)
+        return Split(torch.cat([data, V + selected], dim=1), labels,
+                     {"selected_attention": AttentionTarget(target, kind="distribution")})
 
     def bayes_accuracy(self) -> float:
         return 1.0  # the label is a function of the input
@@ -50,6 +52,12 @@ class SparseSelection(Task):
         named = (tokens[:, N:] - V).clamp(0, N - 1)
         return tokens.gather(1, named).sum(1).remainder(V)
 
+    def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return certain_log_probs(self.bayes_predict(tokens), self.vocab_size)
+
+    def bayes_loss(self) -> float:
+        return 0.0
+
     def describe(self) -> str:
         p = self.params
         return (f"{self.spec.name} v{self.spec.version}: {p['num_tokens']} data tokens over {self.values} values, "
@@ -57,14 +65,15 @@ class SparseSelection(Task):
                 f"{self.context_length}; Bayes-optimal accuracy 1")
 
 
-def majority_bayes_accuracy(V: int, T: int) -> float:
-    """E[1/m] for T tokens i.i.d. uniform over V, m the number of tokens that share the highest count.
+def tie_distribution(V: int, T: int) -> np.ndarray:
+    """P(m = j) for j = 0..V, m the number of tokens that share the highest count among T i.i.d. uniform
+    tokens over V (P(m = 0) = 0).
 
     For each candidate highest count c, the counts are drawn one token at a time (token j takes a
     Binomial(remaining, 1/(V - j)) share of the remaining positions), tracking the positions left
     and how many tokens reached c, with every count kept <= c.
     """
-    total = 0.0
+    tied = np.zeros(V + 1)
     remaining = np.arange(T + 1)
     for c in range(-(-T // V), T + 1):
         state = np.zeros((T + 1, V + 1))  # state[r, m]: r positions left, m tokens at count c
@@ -79,8 +88,8 @@ def majority_bayes_accuracy(V: int, T: int) -> float:
                 else:
                     new[: T + 1 - a] += moved
             state = new
-        total += float((state[0, 1:] / np.arange(1, V + 1)).sum())
-    return total
+        tied[1:] += state[0, 1:]
+    return tied
 
 
 class Majority(Task):
@@ -104,17 +113,29 @@ class Majority(Task):
         # counts are integers, so U[0, 1) noise picks uniformly among the tied maxima and nothing else
         noise = torch.rand(n, self.vocab_size, generator=generator, dtype=torch.float64)
         labels = (self.counts(tokens) + noise).argmax(1)
-        return Split(tokens, labels)
-
-    def bayes_accuracy(self) -> float:
-        return self._bayes
+        uniform = torch.full((1, self.context_length), 1.0 / self.context_length).expand(n, -1)
+        return Split(tokens, labels, {"uniform_attention": AttentionTarget(uniform, kind="distribution")})
 
     @cached_property
-    def _bayes(self) -> float:
-        return majority_bayes_accuracy(self.vocab_size, self.context_length)
+    def _tied(self) -> np.ndarray:
+        return tie_distribution(self.vocab_size, self.context_length)
+
+    def bayes_accuracy(self) -> float:
+        """E[1/m]: the Bayes predictor names one of the m tied tokens."""
+        return float((self._tied[1:] / np.arange(1, self.vocab_size + 1)).sum())
+
+    def bayes_loss(self) -> float:
+        """E[log m]: the Bayes predictor spreads its probability evenly over the m tied tokens."""
+        return float((self._tied[1:] * np.log(np.arange(1, self.vocab_size + 1))).sum())
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.counts(tokens).argmax(1)  # any tied maximum is optimal; argmax takes the smallest token
+
+    def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        """log 1/m on each of the m tied most frequent tokens, -inf elsewhere."""
+        counts = self.counts(tokens)
+        tied = counts == counts.max(1, keepdim=True).values
+        return torch.where(tied, -tied.sum(1, keepdim=True).double().log(), -math.inf).float()
 
     def describe(self) -> str:
         return (f"{self.spec.name} v{self.spec.version}: {self.context_length} tokens i.i.d. over "

@@ -63,6 +63,27 @@ def test_default_folder_is_named_after_the_distribution(capsys, tmp_path, monkey
     assert code == 0 and (tmp_path / "tokbench-my_head" / "tokbench_my_head" / "model.py").is_file()
 
 
+def test_distribution_and_package_names_are_chosen_in_one_place(capsys, tmp_path):
+    code, output = new(capsys, "new-task", "lag-copy", "--dist", "my-selection-tasks", "--package", "selection_tasks",
+                       "--dir", str(tmp_path / "pkg"))
+    assert code == 0 and "package selection_tasks of distribution my-selection-tasks" in output
+    project = tomllib.loads((tmp_path / "pkg" / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "my-selection-tasks"
+    assert project["project"]["entry-points"]["tokbench"] == {"selection_tasks": "selection_tasks"}
+    assert project["tool"]["setuptools"]["packages"] == ["selection_tasks"]
+    hooks = (tmp_path / "pkg" / "selection_tasks" / "__init__.py").read_text()
+    assert 'implementation="selection_tasks.task:LagCopy"' in hooks
+    for bad, message in (("--dist", "not a valid distribution name"), ("--package", "not a valid import package")):
+        code, output = new(capsys, "new-task", "lag-copy", bad, "no good!", "--dir", str(tmp_path / "other"))
+        assert code == 2 and message in output and output.count("\n") == 1
+
+
+def test_generated_conftest_uses_one_thread_and_quiets_known_warnings(tmp_path):
+    scaffold(Names("model", "quiet-head"), tmp_path / "pkg")
+    conftest = (tmp_path / "pkg" / "tests" / "conftest.py").read_text()
+    assert 'os.environ.setdefault("OMP_NUM_THREADS", "1")' in conftest and "does not have many workers" in conftest
+
+
 @pytest.mark.parametrize(("kind", "name", "implementation"), [
     ("task", "first-token", "task.py"), ("model", "one-head", "model.py")])
 def test_generates_a_complete_package(tmp_path, kind, name, implementation):

@@ -3,8 +3,10 @@
 Every task and model, built-in or third-party, arrives through an entry point
 in the ``tokbench`` group; there is no private path for the built-ins.
 
-Faults are isolated per plugin: a plugin that fails to import, or raises in a
-hook, is recorded with its error and everything else keeps working. Contract
+Faults are isolated per plugin: a plugin that fails to import, raises in a hook
+or calls ``sys.exit`` there, or does not finish importing or registering within
+the time limit, is recorded with its error and everything else keeps working
+(a plugin that hangs is left behind in a daemon thread). Contract
 violations that would make results ambiguous (a hook that does not exist, a
 task or model name registered twice) stop the command with a clear message
 that names the plugins and the environment variable that disables them.
@@ -13,25 +15,30 @@ Environment variables:
     TOKBENCH_PLUGINS           comma-separated allow-list of plugin names; when set,
                                only these plugins load.
     TOKBENCH_DISABLE_PLUGINS   comma-separated block-list of plugin names.
+    TOKBENCH_PLUGIN_TIMEOUT    seconds each plugin may take to import, and each of its
+                               hooks to register (default 30).
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
 import pluggy
 
 from tokbench import hookspecs
-from tokbench.errors import PluginConflictError, did_you_mean, unknown_name
+from tokbench.errors import PluginConflictError, UsageError, did_you_mean, unknown_name
 from tokbench.specs import ModelSpec, TaskSpec
 
 ENTRY_POINT_GROUP = "tokbench"
 ALLOW_ENV = "TOKBENCH_PLUGINS"
 BLOCK_ENV = "TOKBENCH_DISABLE_PLUGINS"
+TIMEOUT_ENV = "TOKBENCH_PLUGIN_TIMEOUT"
+DEFAULT_TIMEOUT_SECONDS = 30.0
 _HOOKS = {"register_tasks": TaskSpec, "register_models": ModelSpec}
 
 
@@ -91,6 +98,40 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0]
 
 
+def _timeout(env: Mapping[str, str]) -> float:
+    raw = env.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_SECONDS
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < float("inf"):
+        raise UsageError(f"{TIMEOUT_ENV}={raw!r}: expected a number of seconds > 0")
+    return seconds
+
+
+def _bounded(call: Callable[[], Any], seconds: float) -> Any:
+    """``call()`` in a daemon thread: its result, or what it raised (``SystemExit`` too), or ``TimeoutError``
+    after ``seconds``, leaving the thread behind (a daemon thread never keeps the process alive)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, in its own thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="tokbench-plugin", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise TimeoutError(f"did not finish within {seconds:g} s (see {TIMEOUT_ENV})")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
 def _new_manager() -> pluggy.PluginManager:
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
@@ -116,7 +157,7 @@ def load_registry(
     """
     env = os.environ if env is None else env
     eps = entry_points(group=ENTRY_POINT_GROUP) if eps is None else eps
-    allow, block = _names(env, ALLOW_ENV), _names(env, BLOCK_ENV)
+    allow, block, seconds = _names(env, ALLOW_ENV), _names(env, BLOCK_ENV), _timeout(env)
     manager = _new_manager()
     infos: dict[str, PluginInfo] = {}
     for ep in sorted(eps, key=lambda e: e.name):
@@ -127,8 +168,8 @@ def load_registry(
             info.status = "disabled"
             continue
         try:
-            plugin = ep.load()
-        except Exception as exc:  # noqa: BLE001 - any failure of a third-party import is isolated
+            plugin = _bounded(ep.load, seconds)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure of a third-party import is isolated
             info.status, info.error = "error", f"import failed: {_describe(exc)}"
             continue
         unknown = _unknown_hooks(manager, plugin)
@@ -149,11 +190,11 @@ def load_registry(
             info.hooks.append(hook_name)
             staged: list[Any] = []
             try:
-                impl.function(**{arg: staged.append for arg in impl.argnames})
+                _bounded(partial(impl.function, **{arg: staged.append for arg in impl.argnames}), seconds)
                 for spec in staged:
                     if not isinstance(spec, spec_type):
                         raise TypeError(f"{hook_name} expects {spec_type.__name__} objects, got {type(spec).__name__}")
-            except Exception as exc:  # noqa: BLE001 - a failing hook must not sink the others
+            except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing hook must not sink the others
                 info.status, info.error = "error", f"{hook_name} failed: {_describe(exc)}"
                 continue
             for spec in staged:

@@ -68,6 +68,8 @@ def pairing_label(ident: Mapping[str, Any], variants: Mapping[str, str]) -> str:
 def outcome(record: Mapping[str, Any]) -> str:
     if record["status"] == "failed":
         return record["error"]
+    if record["status"] == "not_applicable":
+        return f"not applicable: {record['error']}"
     return f"accuracy {record['metrics']['accuracy']:.3f}  {record['train'].get('wall_seconds', 0):.1f}s"
 
 
@@ -95,10 +97,16 @@ class PlainProgress:
         pass
 
     def finished(self, pairing: Pairing, record: Mapping[str, Any]) -> None:
+        self._line({"ok": "ok", "failed": "FAILED", "not_applicable": "n/a"}[record["status"]], pairing,
+                   outcome(record))
+
+    def taken(self, pairing: Pairing, record: Mapping[str, Any]) -> None:
+        self._line("skip", pairing, "recorded meanwhile by another run")
+
+    def _line(self, status: str, pairing: Pairing, text: str) -> None:
         self.done += 1
-        status = "ok" if record["status"] == "ok" else "FAILED"
         width = len(str(self.total))
-        self.console.print(f"[{self.done:{width}}/{self.total}] {status:6} {self.label(pairing)}  {outcome(record)}",
+        self.console.print(f"[{self.done:{width}}/{self.total}] {status:6} {self.label(pairing)}  {text}",
                            markup=False, highlight=False, soft_wrap=True)
 
 
@@ -144,6 +152,9 @@ class LiveProgress:
         label, _ = self.running.pop(pairing.config_hash, (self.label(pairing), 0.0))
         if record["status"] == "failed":
             self.failures.append((label, record["error"]))
+        self.bar.advance(self.bar_task)
+
+    def taken(self, pairing: Pairing, record: Mapping[str, Any]) -> None:
         self.bar.advance(self.bar_task)
 
 

@@ -1,12 +1,14 @@
 """``tokbench run``: train and evaluate every pairing of a suite, one run record each.
 
-Exit codes: 0 when every pairing of the (sharded) grid has an ok record, 1 when
-any has a failed one, 2 for usage errors (a bad name, parameter or suite file).
+Exit codes: 0 when every pairing of the (sharded) grid has an ok or not-applicable
+record, 1 when any has a failed one, 2 for usage errors (a bad name, parameter or
+suite file), 3 when the records cannot be written, 130 when interrupted.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from itertools import islice
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,11 +18,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench.commands import loaded_registry
-from tokbench.errors import UsageError
+from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
-from tokbench.runner import EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
+from tokbench.locks import PairingLocks
+from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
+
+EXIT_INTERRUPTED = 130
 from tokbench.suites import builtin_suites, load_suite
 
 
@@ -31,6 +36,16 @@ def _positive(text: str) -> int:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value
 
 
@@ -54,11 +69,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--dry-run", action="store_true", help="list the pairings and which are done; train nothing")
     run.add_argument("--rerun", choices=RERUN_MODES, default="missing",
                      help="which pairings with a record run again: none (missing, the default), failed ones, or all")
-    run.add_argument("--jobs", "-j", type=_positive, default=usable_cores(), metavar="N",
-                     help="local worker processes (default: the number of cores, here %(default)s)")
+    run.add_argument("--jobs", "-j", type=_positive, metavar="N",
+                     help=f"local worker processes (default and cap: the usable cores, here {usable_cores()}, "
+                     "divided by --threads); every pairing runs in a worker process, also at --jobs 1")
+    run.add_argument("--threads", type=_positive, default=DEFAULT_THREADS, metavar="N",
+                     help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
+                     "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
+    run.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+                     help="stop a pairing that runs longer and record it as failed (default: no limit)")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
                      help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
-    run.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local Ray)")
+    run.add_argument("--ray-address", metavar="ADDR",
+                     help="Ray cluster to join, HOST:PORT, ray://HOST:PORT or auto (default: start a local Ray)")
     run.add_argument("--shard", metavar="I/N", help="run only shard I of N (0 <= I < N), e.g. in a SLURM job array")
     run.add_argument("-q", "--quiet", action="store_true", help="plain lines instead of the live display")
     run.add_argument("--strict", action="store_true",
@@ -91,16 +113,38 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 
 
-def _train(args: argparse.Namespace, todo: list[Pairing], headline: str, console: Console) -> dict[str, Any]:
-    """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
+def _check_writable(out: Path) -> None:
+    """Fail before any training when the records folder cannot be created or written."""
     try:
-        args.out.mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".tokbench-probe-"):
+            pass
     except OSError as exc:
-        raise UsageError(f"--out {args.out}: cannot create the records folder: {exc.strerror}") from None
+        raise StorageError(out, f"cannot write records there: {exc.strerror or exc}") from None
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    """``--jobs``, capped so that the workers' threads fit the usable cores (more only wait and take memory)."""
+    cap = max(1, usable_cores() // args.threads)
+    if args.jobs is None:
+        return cap
+    if args.executor == "local" and args.jobs > cap:
+        print(f"tokbench: note: --jobs {args.jobs} capped at {cap} ({usable_cores()} usable cores, "
+              f"{args.threads} torch thread(s) per pairing)", file=sys.stderr)
+        return cap
+    return args.jobs
+
+
+def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str, Mapping[str, Any]],
+           headline: str, console: Console) -> dict[str, Any]:
+    """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
+    _check_writable(args.out)
+    locks = PairingLocks(args.out, existing)
     print(f"tokbench: {headline} into {args.out}/", file=sys.stderr)
-    executor = make_executor(args.executor, args.out, git_commit(), args.jobs, len(todo), args.ray_address)
+    executor = make_executor(args.executor, args.out, git_commit(), _jobs(args), len(todo), args.threads,
+                             args.timeout, args.ray_address)
     with make_progress(todo, console, args.quiet) as progress:
-        return {record["config_hash"]: record for record in run_grid(todo, executor, progress)}
+        return {record["config_hash"]: record for record in run_grid(todo, executor, progress, locks)}
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -127,7 +171,13 @@ def _run(args: argparse.Namespace) -> int:
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
     if todo:
-        finished.update(_train(args, todo, f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}", console))
+        headline = f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}"
+        try:
+            finished.update(_train(args, todo, loaded.records, headline, console))
+        except KeyboardInterrupt:
+            print(f"tokbench: interrupted; every pairing that finished has its record in {args.out}/; "
+                  "run the same command again to resume", file=sys.stderr)
+            return EXIT_INTERRUPTED
     else:
         print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)", file=sys.stderr)
 

@@ -1,0 +1,248 @@
+"""Local execution with every pairing isolated in a worker process, at any ``--jobs``, one included.
+
+A worker runs pairings one at a time: it trains, writes the record atomically
+itself (so killing the parent loses nothing that finished), then reports back.
+Nothing a pairing does can stop the grid or the parent: an exception or
+``sys.exit`` becomes a failed record in the worker; a worker that dies
+(``os._exit``, a segfault, the OOM killer) or overruns ``--timeout`` is
+replaced, and the parent writes the failed record with the exit status, the
+signal or the time limit. If the worker wrote its record before it died, that
+record stands: the parent never writes over a record a worker finished.
+
+Workers fork from a server process that imported torch once (``forkserver``),
+so a crashed worker is replaced in milliseconds and ``--jobs N`` pays the
+import once; where fork is unavailable they are spawned.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as wait_for
+from pathlib import Path
+from typing import Any
+
+from tokbench.errors import StorageError
+from tokbench.grid import Pairing
+from tokbench.outcome import Failure, Outcome, Record, attempt, error_line, record_of
+from tokbench.results import RecordError, load_record, provenance, utc_now, validate, write_record
+
+PARENT_POLL_SECONDS = 0.5
+STOP_GRACE_SECONDS = 5.0
+
+
+def set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def trainer_provenance(commit: str | None, threads: int) -> dict[str, Any]:
+    """Provenance of a process that trains with ``threads`` intra-op threads."""
+    return {**provenance(commit), "threads": threads}
+
+
+def execute(pairing: Pairing, prov: Mapping[str, Any]) -> Record:
+    """The record of one attempt at ``pairing`` in this process; a record that fails validation
+    (a metric out of its range, say) becomes a failed record saying why."""
+    outcome = attempt(pairing)
+    record = record_of(pairing, outcome, prov)
+    try:
+        validate(record)
+    except ValueError as exc:
+        invalid = Outcome(outcome.started_at, outcome.seconds, eval_split=outcome.eval_split,
+                          error=f"invalid record: {exc}", failure=Failure("evaluate"))
+        record = record_of(pairing, invalid, prov)
+    return record
+
+
+def _exit_with_parent(parent: int, server: int) -> None:
+    """A worker whose parent was killed stops at once instead of training on as an orphan."""
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        if os.getppid() != server:  # the fork server left with the parent
+            os._exit(1)
+
+
+def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, parent: int) -> None:
+    """A worker's loop: receive a pairing, say it started, train it, write its record, report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it stops the grid and says so
+    set_threads(threads)
+    threading.Thread(target=_exit_with_parent, args=(parent, os.getppid()), daemon=True).start()
+    prov = trainer_provenance(commit, threads)
+    while True:
+        try:
+            pairing = conn.recv()
+        except EOFError:
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. a plugin that this process cannot import
+            conn.send(("lost", f"the worker could not receive the pairing: {error_line(exc)}"))
+            continue
+        if pairing is None:
+            return
+        conn.send(("started",))
+        record = execute(pairing, prov)
+        try:
+            write_record(out_dir, record)
+        except (StorageError, OSError) as exc:
+            conn.send(("unwritten", str(exc) if isinstance(exc, StorageError) else str(StorageError.from_os(exc))))
+            continue
+        conn.send(("done", record))
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["tokbench.harness"])
+        return context
+    return multiprocessing.get_context("spawn")  # forking after torch is imported is unsafe
+
+
+def signature(path: Path) -> tuple[int, int, int] | None:
+    """What tells one version of a file from another (an atomic write makes a new inode), or None."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_mtime_ns, info.st_size
+
+
+@dataclass
+class _Job:
+    pairing: Pairing
+    started_at: str
+    clock: float
+    record_before: tuple[int, int, int] | None
+    deadline: float | None = None
+
+
+class _Worker:
+    def __init__(self, context: multiprocessing.context.BaseContext, out_dir: Path, commit: str | None,
+                 threads: int) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child, out_dir, commit, threads, os.getpid()),
+                                       name="tokbench-worker", daemon=True)
+        self.process.start()
+        child.close()
+        self.job: _Job | None = None
+
+    def stop(self, now: bool) -> None:
+        if not now and self.process.is_alive():
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+            self.process.join(STOP_GRACE_SECONDS)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+def _death(exitcode: int | None) -> tuple[Failure, str]:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        return (Failure("worker", signal=name),
+                f"the worker process was killed by {name} (crashed, killed or out of memory) during this pairing")
+    return (Failure("worker", exit_status=exitcode),
+            f"the worker process exited with status {exitcode} during this pairing, before reporting a result")
+
+
+class LocalExecutor:
+    """``jobs`` worker processes on this machine, each with ``threads`` torch threads; a pairing running longer
+    than ``timeout`` seconds (counted from its start in the worker) is stopped and recorded as timed out."""
+
+    def __init__(self, out_dir: Path, commit: str | None, jobs: int, threads: int,
+                 timeout: float | None = None) -> None:
+        self.out_dir, self.commit, self.jobs, self.threads, self.timeout = out_dir, commit, jobs, threads, timeout
+        self.context = _context()
+        self.workers: list[_Worker] = []
+        self._prov: dict[str, Any] | None = None
+
+    def capacity(self) -> int:
+        return self.jobs
+
+    def provenance(self) -> Mapping[str, Any]:
+        """Provenance for the records this process writes itself (a worker died, or not applicable)."""
+        if self._prov is None:
+            self._prov = trainer_provenance(self.commit, self.threads)
+        return self._prov
+
+    def submit(self, pairing: Pairing) -> None:
+        worker = next((w for w in self.workers if w.job is None), None)
+        if worker is None:
+            worker = _Worker(self.context, self.out_dir, self.commit, self.threads)
+            self.workers.append(worker)
+        worker.job = _Job(pairing, utc_now(), time.perf_counter(), signature(self.out_dir / pairing.filename))
+        worker.conn.send(pairing)
+
+    def wait(self) -> list[tuple[Pairing, Record]]:
+        while True:
+            busy = [w for w in self.workers if w.job is not None]
+            deadlines = [w.job.deadline for w in busy if w.job.deadline is not None]
+            timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            wait_for([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout)
+            finished = [done for done in map(self._collect, busy) if done is not None]
+            if finished:
+                return finished
+
+    def _collect(self, worker: _Worker) -> tuple[Pairing, Record] | None:
+        """The pairing and record of ``worker`` if its job ended (reported, died or timed out), else None."""
+        job = worker.job
+        assert job is not None
+        # Messages first: a worker that reported and then died lost nothing.
+        while worker.conn.poll():
+            try:
+                kind, *payload = worker.conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "started" and self.timeout is not None:
+                job.deadline = time.monotonic() + self.timeout
+            elif kind == "done":
+                worker.job = None
+                return job.pairing, payload[0]
+            elif kind == "lost":
+                return self._replace(worker, Failure("worker"), payload[0])
+            elif kind == "unwritten":
+                worker.job = None
+                raise StorageError(self.out_dir / job.pairing.filename,
+                                   f"cannot write the record of a finished pairing: {payload[0]}")
+        if not worker.process.is_alive():
+            worker.process.join()
+            return self._replace(worker, *_death(worker.process.exitcode))
+        if job.deadline is not None and time.monotonic() >= job.deadline:
+            return self._replace(worker, Failure("timeout"), f"timed out after {self.timeout:g} s")
+        return None
+
+    def _replace(self, worker: _Worker, failure: Failure, error: str) -> tuple[Pairing, Record]:
+        """Retire ``worker`` and give its pairing a failed record, unless the worker wrote one before it died."""
+        job = worker.job
+        assert job is not None
+        worker.stop(now=True)
+        self.workers.remove(worker)
+        path = self.out_dir / job.pairing.filename
+        for partial in self.out_dir.glob(f".{job.pairing.filename}.*.tmp"):  # a write cut short by the kill
+            partial.unlink(missing_ok=True)
+        if signature(path) != job.record_before:
+            try:
+                return job.pairing, load_record(path)
+            except RecordError:
+                pass
+        outcome = Outcome(job.started_at, time.perf_counter() - job.clock, error=error, failure=failure)
+        record = record_of(job.pairing, outcome, self.provenance())
+        write_record(self.out_dir, record)
+        return job.pairing, record
+
+    def close(self, abort: bool) -> None:
+        for worker in self.workers:
+            worker.stop(now=abort)
+        self.workers.clear()

@@ -1,0 +1,151 @@
+"""What one attempt at a pairing produced, and the one function that turns it into a run record.
+
+Every way a pairing can end (trained and evaluated, an exception in some phase, a
+worker process that died, a timeout, not applicable) is an :class:`Outcome`;
+:func:`record_of` is the only place a record is built, in the worker or in the
+parent, so every record of every executor has the same shape.
+"""
+from __future__ import annotations
+
+import math
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from tokbench.results import SCHEMA_VERSION, clean, round_floats, utc_now
+
+if TYPE_CHECKING:
+    from tokbench.grid import Pairing
+    from tokbench.harness import PairingResult
+
+Record = dict[str, Any]
+PHASES = ("build", "train", "evaluate", "worker", "timeout", "environment")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Where a failed attempt stopped: its phase, and the worker's exit status or signal when it died."""
+
+    phase: str
+    exit_status: int | None = None
+    signal: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "exit_status": self.exit_status, "signal": self.signal}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One attempt: a result, or an error with its :class:`Failure`, or the reason it is not applicable."""
+
+    started_at: str
+    seconds: float
+    result: PairingResult | None = None
+    eval_split: str = "test"
+    error: str | None = None
+    failure: Failure | None = None
+    not_applicable: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.not_applicable is not None:
+            return "not_applicable"
+        return "failed" if self.error is not None else "ok"
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _stages() -> dict[Any, str]:
+    """The harness and spec functions that mark a phase, by code object."""
+    from tokbench import harness
+    from tokbench.specs import ModelSpec, TaskSpec
+
+    return {TaskSpec.create.__code__: "build", ModelSpec.build.__code__: "build",
+            harness.train_model.__code__: "train", harness.evaluate.__code__: "evaluate"}
+
+
+def phase_of(exc: BaseException) -> str:
+    """The phase an exception escaped from: the innermost phase-marking function on its traceback.
+
+    An import error while building is the environment's (a missing package), so
+    ``--rerun missing`` retries it after a ``pip install``.
+    """
+    stages, phase = _stages(), "train"
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        phase = stages.get(frame.f_code, phase)
+    return "environment" if phase == "build" and isinstance(exc, ImportError) else phase
+
+
+def exception_failure(exc: BaseException) -> Failure:
+    """The failure of an attempt that raised; ``sys.exit(n)`` keeps ``n`` as its exit status."""
+    status = None
+    if isinstance(exc, SystemExit):
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return Failure(phase_of(exc), exit_status=status)
+
+
+def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any]) -> Record:
+    """The schema-v2 run record of ``outcome``; ``provenance`` is the trainer's (``started_at`` comes from
+    the outcome). A model that is not trained by gradient descent records 0 steps whatever happened."""
+    task, model = pairing.task_spec, pairing.model_spec
+    result = outcome.result
+    if result is not None:
+        train = dict(result.train)
+    else:
+        train = {**pairing.recipe.to_json(), "wall_seconds": outcome.seconds}
+    if not model.trained:
+        train["steps"] = 0
+    record: Record = {
+        "schema_version": SCHEMA_VERSION,
+        **clean(pairing.header),
+        "status": outcome.status,
+        "error": outcome.not_applicable if outcome.not_applicable is not None else outcome.error,
+        "eval_split": outcome.eval_split,
+        "metrics": clean(dict(result.metrics)) if result else {},
+        "train": clean(train),
+        "curve": {k: round_floats(list(v)) for k, v in (result.curve if result else {}).items()},
+        "attention_profile": round_floats(result.attention_profile) if result and result.attention_profile
+        is not None else None,
+        "diagnostics": clean(dict(result.diagnostics)) if result else {},
+        "meta": {"task_description": task.description, "task_citation": task.citation,
+                 "model_description": model.description, "model_citation": model.citation,
+                 "recipe": pairing.recipe.describe()},
+        "provenance": {**provenance, "started_at": outcome.started_at},
+    }
+    if outcome.status == "failed":
+        record["failure"] = (outcome.failure or Failure("train")).to_json()
+    return record
+
+
+def attempt(pairing: Pairing) -> Outcome:
+    """Train and evaluate ``pairing`` in this process.
+
+    Whatever the task or model raises, ``sys.exit`` included, becomes the outcome;
+    ``NotApplicable`` from a constructor makes the pairing not applicable.
+    """
+    from tokbench.errors import NotApplicable
+    from tokbench.harness import run_pairing
+
+    started_at, clock, eval_split = utc_now(), time.perf_counter(), "test"
+    # A model without gradient training takes no steps, whatever recipe its pairing carries.
+    recipe = pairing.recipe if pairing.model_spec.trained else replace(pairing.recipe, steps=0, lr_grid=())
+    try:
+        task = pairing.task_spec.create(pairing.task_params)
+        eval_split = task.eval_split
+        result = run_pairing(task, pairing.model_spec, pairing.model_params, recipe, pairing.seed)
+    except NotApplicable as exc:
+        return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, not_applicable=str(exc))
+    except BaseException as exc:  # noqa: BLE001 - nothing one pairing does may sink the grid
+        return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, error=error_line(exc),
+                       failure=exception_failure(exc))
+    seconds, accuracy = time.perf_counter() - clock, result.metrics.get("accuracy")
+    if not (isinstance(accuracy, float) and math.isfinite(accuracy)):
+        return Outcome(started_at, seconds, eval_split=eval_split, failure=Failure("evaluate"),
+                       error=f"ValueError: accuracy is not finite: {accuracy}")
+    return Outcome(started_at, seconds, result=result, eval_split=eval_split)

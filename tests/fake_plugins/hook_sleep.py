@@ -1,0 +1,9 @@
+"""A plugin whose hook never returns."""
+import time
+
+from tokbench import hookimpl
+
+
+@hookimpl
+def register_models(register):
+    time.sleep(3600)

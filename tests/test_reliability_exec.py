@@ -1,0 +1,100 @@
+"""Issue #11, execution: hostile pairings and plugins, killed workers, Ctrl+C, timeouts, locks, threads.
+
+Every test reproduces an attack from the issue and bounds its own time.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from run_support import record_files, write_suite
+from tokbench.cli import main
+from tokbench.results import load_records
+
+# Tiny sizes: the misbehaviour, not the training, is under test.
+TINY_TASK = """
+[grid.task.random-walk]
+context_length = 8
+train_size = 32
+val_size = 16
+test_size = 16
+"""
+ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable")
+
+
+def hostile_suite(folder: Path, acts=ACTS) -> Path:
+    blocks = ['seeds = 1\n[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile-missing"]\n' + TINY_TASK]
+    for act in acts:
+        blocks.append(f'[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile"]\n[grid.model.hostile]\n'
+                      f'act = "{act}"\n{TINY_TASK}')
+    return write_suite(folder, "\n".join(blocks), "hostile.toml")
+
+
+def by_act(out_dir: Path) -> dict[str, dict]:
+    records = load_records(out_dir).records.values()
+    return {r["params"]["model"].get("act", "missing"): r for r in records}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_each_hostile_pairing_gets_a_record_saying_what_happened_and_the_grid_goes_on(
+        tmp_path, cli, plugin_site, jobs):
+    env = plugin_site(hostile="hostile_model")
+    out_dir = tmp_path / "runs"
+    started = time.monotonic()
+    done = cli("run", "--suite", str(hostile_suite(tmp_path)), "--out", str(out_dir), "--jobs", jobs,
+               "--timeout", "3", "-q", env=env, timeout=300)
+    assert time.monotonic() - started < 300
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    records = by_act(out_dir)
+    assert len(records) == 8 == len(record_files(out_dir))
+    assert records["none"]["status"] == "ok"
+    failures = {act: (r["status"], r.get("failure"), r["error"]) for act, r in records.items() if act != "none"}
+    assert failures["raise"] == ("failed", {"phase": "train", "exit_status": None, "signal": None},
+                                 "RuntimeError: raised on purpose while training")
+    assert failures["sys_exit"] == ("failed", {"phase": "train", "exit_status": 0, "signal": None}, "SystemExit: 0")
+    assert failures["os_exit"][:2] == ("failed", {"phase": "worker", "exit_status": 7, "signal": None})
+    assert "exited with status 7" in failures["os_exit"][2]
+    assert failures["segfault"][:2] == ("failed", {"phase": "worker", "exit_status": None, "signal": "SIGSEGV"})
+    assert failures["hang"] == ("failed", {"phase": "timeout", "exit_status": None, "signal": None},
+                                "timed out after 3 s")
+    assert failures["missing"][:2] == ("failed", {"phase": "environment", "exit_status": None, "signal": None})
+    assert failures["not_applicable"] == ("not_applicable", None, "this model refuses every task")
+    assert "6 of 8 pairings failed" in done.stderr
+    # A plain rerun retries only the pairing that failed for the environment (its module was missing).
+    again = cli("run", "--suite", str(hostile_suite(tmp_path)), "--out", str(out_dir), "--dry-run", env=env)
+    [retried] = [line for line in again.stdout.splitlines() if line.startswith("run ")]
+    assert "hostile-missing" in retried
+
+
+@pytest.mark.parametrize("plugin, module, error", [
+    ("hexit", "hook_exit", "register_tasks failed: SystemExit: 0"),
+    ("iexit", "import_exit", "import failed: SystemExit: 0"),
+    ("hsleep", "hook_sleep", "register_models failed: TimeoutError: did not finish within 2 s"),
+])
+def test_a_plugin_that_exits_or_hangs_is_reported_and_every_command_goes_on(
+        tmp_path, cli, plugin_site, plugin, module, error):
+    env = {**plugin_site(**{plugin: module}), "TOKBENCH_PLUGIN_TIMEOUT": "2"}
+    listing = cli("plugins", "--json", env=env, timeout=60)
+    assert listing.returncode == 0
+    [info] = [p for p in json.loads(listing.stdout) if p["name"] == plugin]
+    assert info["status"] == "error" and info["error"].startswith(error)
+    tasks = cli("ls", "tasks", env=env, timeout=60)
+    assert tasks.returncode == 0 and "random-walk" in tasks.stdout
+    assert f"plugin {plugin!r} (tokbench-fake-plugins) failed and was skipped: {error}" in tasks.stderr
+    run = cli("run", "--task", "random-walk", "--model", "last-token", "--dry-run", env=env, timeout=60)
+    assert run.returncode == 0 and error in run.stderr and "3 pairings: 3 to run" in run.stdout
+
+
+def test_a_bad_plugin_time_limit_is_a_usage_error(cli):
+    done = cli("ls", "tasks", env={"TOKBENCH_PLUGIN_TIMEOUT": "soon"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "TOKBENCH_PLUGIN_TIMEOUT" in done.stderr

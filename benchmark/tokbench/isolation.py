@@ -178,12 +178,25 @@ class LocalExecutor:
         return self._prov
 
     def submit(self, pairing: Pairing) -> None:
-        worker = next((w for w in self.workers if w.job is None), None)
-        if worker is None:
-            worker = _Worker(self.context, self.out_dir, self.commit, self.threads)
-            self.workers.append(worker)
+        worker = self._idle_worker()
         worker.job = _Job(pairing, utc_now(), time.perf_counter(), signature(self.out_dir / pairing.filename))
-        worker.conn.send(pairing)
+        try:
+            worker.conn.send(pairing)
+        except OSError:
+            pass  # it died just now: wait() finds it dead and records the failure
+
+    def _idle_worker(self) -> _Worker:
+        for worker in [w for w in self.workers if w.job is None]:
+            if worker.process.is_alive():
+                return worker
+            self._retire(worker)  # killed between two pairings
+        worker = _Worker(self.context, self.out_dir, self.commit, self.threads)
+        self.workers.append(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> None:
+        worker.stop(now=True)
+        self.workers.remove(worker)
 
     def wait(self) -> list[tuple[Pairing, Record]]:
         while True:
@@ -227,8 +240,7 @@ class LocalExecutor:
         """Retire ``worker`` and give its pairing a failed record, unless the worker wrote one before it died."""
         job = worker.job
         assert job is not None
-        worker.stop(now=True)
-        self.workers.remove(worker)
+        self._retire(worker)
         path = self.out_dir / job.pairing.filename
         for partial in self.out_dir.glob(f".{job.pairing.filename}.*.tmp"):  # a write cut short by the kill
             partial.unlink(missing_ok=True)

@@ -138,11 +138,13 @@ def test_records_are_plain_json_with_the_identity(tmp_path, tiny, capsys):
     assert record["params"]["task"]["context_length"] == 8 and record["params"]["model"]["position_dim"] == 16
     assert record["params"]["train"] == {**json.loads(json.dumps(Recipe().to_json())), "optimizer": "gd", "lr": 1.0, "steps": 3}
     assert record["provenance"]["git_commit"] is None or len(record["provenance"]["git_commit"]) == 40
+    assert record["provenance"]["threads"] == 1
     assert len(record["curve"]["step"]) == 3 and len(record["attention_profile"]) == 8
 
 
-def test_an_out_folder_that_cannot_be_created_is_a_usage_error(tmp_path, tiny, capsys):
+def test_an_out_folder_that_cannot_be_created_is_an_environment_error(tmp_path, tiny, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")
-    code, _, err = run(capsys, "--suite", str(tiny), "--out", str(blocker / "runs"))
-    assert code == 2 and "cannot create the records folder" in err
+    code, out, err = run(capsys, "--suite", str(tiny), "--out", str(blocker / "runs"))
+    assert code == 3 and err.count("\n") == 1
+    assert f"{blocker / 'runs'}: cannot write records there: Not a directory" in err and not out

@@ -1,15 +1,14 @@
-"""Local worker processes: thread split, and a SIGKILL in the middle of a grid loses and repeats nothing."""
+"""Local worker processes: one thread each, and a SIGKILL in the middle of a grid loses and repeats nothing."""
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
-from run_support import record_files, write_suite
+from run_support import alive, descendants, record_files, start_run, wait_until, write_suite
+from tokbench.isolation import LocalExecutor
 from tokbench.results import load_records
-from tokbench.runner import InProcessExecutor, PoolExecutor, make_executor, usable_cores
+from tokbench.runner import make_executor
 
 # 9 pairings of a few hundred optimiser steps each: long enough to kill the run in the middle.
 SLOW_SUITE = """
@@ -27,59 +26,28 @@ steps = 200
 """
 
 
-def test_workers_split_the_cores(tmp_path):
+def test_every_worker_trains_with_one_thread_unless_told(tmp_path):
     pool = make_executor("local", tmp_path, None, jobs=2, pending=10)
-    assert isinstance(pool, PoolExecutor) and pool.jobs == 2 and pool.threads == max(1, usable_cores() // 2)
-    pool.close(abort=False)
-    # Never more workers than pairings; a single one runs in this process with every core.
-    single = make_executor("local", tmp_path, None, jobs=8, pending=1)
-    assert isinstance(single, InProcessExecutor) and single.threads == usable_cores()
-
-
-def _children(pid: int) -> set[int]:
-    children = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children |= {int(c) for c in (task / "children").read_text().split()}
-    return children
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _wait_until(condition, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
-def _tokbench_run(*args: str, log: Path) -> subprocess.Popen:
-    with log.open("w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "tokbench.cli", "run", *args], stdout=handle,
-                                stderr=subprocess.STDOUT)
+    assert isinstance(pool, LocalExecutor) and pool.jobs == 2 and pool.threads == 1
+    # Never more workers than pairings; a single pairing still runs in a worker process.
+    single = make_executor("local", tmp_path, None, jobs=8, pending=1, threads=2)
+    assert isinstance(single, LocalExecutor) and single.jobs == 1 and single.threads == 2
 
 
 def test_sigkill_mid_grid_then_rerun_gives_each_pairing_exactly_one_record(tmp_path):
     suite, out_dir = write_suite(tmp_path, SLOW_SUITE, "slow.toml"), tmp_path / "runs"
     args = ("--suite", str(suite), "--out", str(out_dir), "--jobs", "2", "-q")
-    first = _tokbench_run(*args, log=tmp_path / "first.log")
+    first = start_run(*args, log=tmp_path / "first.log")
     try:
-        assert _wait_until(lambda: len(record_files(out_dir)) >= 2 or first.poll() is not None, 300)
-        workers = _children(first.pid)
+        assert wait_until(lambda: len(record_files(out_dir)) >= 2 or first.poll() is not None, 300)
+        workers = descendants(first.pid)
         first.send_signal(signal.SIGKILL)
         first.wait()
     finally:
         first.kill()
     assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()
-    # The workers notice that their parent is gone and stop; none trains on as an orphan.
-    assert workers and _wait_until(lambda: not any(map(_alive, workers)), 10)
+    # The workers (and their fork server) notice that their parent is gone and stop; none trains on as an orphan.
+    assert workers and wait_until(lambda: not any(map(alive, workers)), 10)
 
     survivors = {f.name: f.read_bytes() for f in record_files(out_dir)}
     assert 2 <= len(survivors) < 9, "the kill must land in the middle of the grid"
@@ -94,5 +62,5 @@ def test_sigkill_mid_grid_then_rerun_gives_each_pairing_exactly_one_record(tmp_p
     assert all(r["status"] == "ok" for r in loaded.records.values())
     # No finished pairing was trained twice: every record that survived the kill is untouched.
     assert all((out_dir / name).read_bytes() == content for name, content in survivors.items())
-    assert not any(_alive(pid) for pid in workers)
+    assert not any(alive(pid) for pid in workers)
 

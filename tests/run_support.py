@@ -85,8 +85,12 @@ def wait_until(condition, timeout: float) -> bool:
     return condition()
 
 
+def run_command(*args: str) -> list[str]:
+    """The command line of ``tokbench run ARGS`` in a fresh interpreter."""
+    return [sys.executable, "-m", "tokbench.cli", "run", *args]
+
+
 def start_run(*args: str, log: Path, **popen) -> subprocess.Popen:
     """``tokbench run ARGS`` in the background, stdout and stderr into ``log``."""
     with log.open("w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "tokbench.cli", "run", *args], stdout=handle,
-                                stderr=subprocess.STDOUT, **popen)
+        return subprocess.Popen(run_command(*args), stdout=handle, stderr=subprocess.STDOUT, **popen)

@@ -93,8 +93,8 @@ def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, pa
         record = execute(pairing, prov)
         try:
             write_record(out_dir, record)
-        except (StorageError, OSError) as exc:
-            conn.send(("unwritten", str(exc) if isinstance(exc, StorageError) else str(StorageError.from_os(exc))))
+        except StorageError as exc:
+            conn.send(("unwritten", exc.reason))
             continue
         conn.send(("done", record))
 

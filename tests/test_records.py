@@ -13,7 +13,8 @@ from tokbench.grid import Pairing
 from tokbench.plugins import registry
 from tokbench.results import (RecordError, clean, config_hash, load_record, load_records, record_filename,
                               validate, write_record)
-from tokbench.runner import build_record
+from tokbench.harness import PairingResult
+from tokbench.outcome import Failure, Outcome, record_of
 
 PROVENANCE = {"tokbench_version": "0.1.0", "git_commit": None, "python": "3.11.7", "torch": "2.13.0",
               "lightning": "2.6.0", "device": "cpu", "started_at": "2026-01-01T00:00:00Z"}
@@ -26,16 +27,17 @@ def pairing(seed: int = 0, p: float = 0.5) -> Pairing:
 
 
 def ok_record(seed: int = 0, started_at: str = PROVENANCE["started_at"]) -> dict:
-    return build_record(pairing(seed), {**PROVENANCE, "started_at": started_at},
-                        metrics={"accuracy": 0.5, "bayes_accuracy": 0.5, "normalized_accuracy": 1.0,
-                                 "parent_attention": math.nan},
-                        train={"steps": 50, "final_loss": 1.2, "wall_seconds": 0.3},
-                        curve={"step": [0, 1], "loss": [1.23456789, 1.1], "accuracy": [0.1, 0.2]},
-                        profile=[0.5, 0.25, 0.25])
+    result = PairingResult(metrics={"accuracy": 0.5, "bayes_accuracy": 0.5, "normalized_accuracy": 1.0,
+                                    "parent_attention": math.nan},
+                           train={"steps": 50, "final_loss": 1.2, "wall_seconds": 0.3},
+                           curve={"step": [0, 1], "loss": [1.23456789, 1.1], "accuracy": [0.1, 0.2]},
+                           attention_profile=[0.5, 0.25, 0.25])
+    return record_of(pairing(seed), Outcome(started_at, 0.3, result=result), PROVENANCE)
 
 
 def failed_record(seed: int = 0) -> dict:
-    return build_record(pairing(seed), PROVENANCE, error="ValueError: boom")
+    outcome = Outcome(PROVENANCE["started_at"], 0.1, error="ValueError: boom", failure=Failure("train"))
+    return record_of(pairing(seed), outcome, PROVENANCE)
 
 
 # ---- identity ----------------------------------------------------------------------------------------------------

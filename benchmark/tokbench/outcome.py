@@ -11,7 +11,7 @@ import math
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tokbench.results import SCHEMA_VERSION, clean, round_floats, utc_now
@@ -67,7 +67,8 @@ def _stages() -> dict[Any, str]:
     from tokbench.specs import ModelSpec, TaskSpec
 
     return {TaskSpec.create.__code__: "build", ModelSpec.build.__code__: "build",
-            harness.train_model.__code__: "train", harness.evaluate.__code__: "evaluate"}
+            harness.train_model.__code__: "train", harness.evaluate.__code__: "evaluate",
+            harness.evaluate_accuracy.__code__: "evaluate"}
 
 
 def phase_of(exc: BaseException) -> str:
@@ -133,12 +134,10 @@ def attempt(pairing: Pairing) -> Outcome:
     from tokbench.harness import run_pairing
 
     started_at, clock, eval_split = utc_now(), time.perf_counter(), "test"
-    # A model without gradient training takes no steps, whatever recipe its pairing carries.
-    recipe = pairing.recipe if pairing.model_spec.trained else replace(pairing.recipe, steps=0, lr_grid=())
     try:
         task = pairing.task_spec.create(pairing.task_params)
         eval_split = task.eval_split
-        result = run_pairing(task, pairing.model_spec, pairing.model_params, recipe, pairing.seed)
+        result = run_pairing(task, pairing.model_spec, pairing.model_params, pairing.recipe, pairing.seed)
     except NotApplicable as exc:
         return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, not_applicable=str(exc))
     except BaseException as exc:  # noqa: BLE001 - nothing one pairing does may sink the grid

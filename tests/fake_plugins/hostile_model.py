@@ -25,7 +25,7 @@ class HostileModel(TokenModel):
             raise NotApplicable("this model refuses every task")
         self.table = torch.nn.Parameter(torch.zeros(self.vocab_size, self.vocab_size))
 
-    def forward(self, tokens):
+    def forward(self, tokens, need_attention=False):
         if self.training:
             act = self.params["act"]
             if act == "raise":

@@ -201,7 +201,7 @@ def run_grid(pairings: Sequence[Pairing], executor: Executor, progress: Progress
             while queue and in_flight < executor.capacity():
                 pairing = queue.popleft()
                 claim = locks.claim(pairing)
-                reason = pairing.model_spec.applicability(pairing.task_spec)
+                reason = pairing.not_applicable
                 if claim.state == "busy":
                     busy.append(pairing)
                 elif claim.state == "taken":

@@ -1,12 +1,14 @@
-"""Run records: one JSON file per pairing and seed, the public result format (schema v1).
+"""Run records: one JSON file per pairing and seed, the public result format (schema v2; v1 still loads).
 
 A record carries its identity (task and model with versions, resolved
 parameters, seed), a config hash of that identity, the outcome (metrics or the
 error), and provenance. The format is documented in ``docs/run-records.md``.
 
 Writes are atomic (:func:`tokbench.storage.atomic_write`), so a killed process
-leaves either the whole record or none, with the permissions of any new file. The loader validates every record it reads and reports
-a corrupt or foreign file by path with the reason.
+leaves either the whole record or none, with the permissions of any new file.
+The loader validates every record it reads against the published JSON Schema
+(``docs/run-record.schema.json``: structure, types and ranges) and reports a
+corrupt, foreign or out-of-range file by path with the reason.
 """
 from __future__ import annotations
 
@@ -19,27 +21,38 @@ import subprocess
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tokbench import __version__
-from tokbench.errors import UsageError
-from tokbench.storage import atomic_write
+from tokbench.errors import StorageError, UsageError
+from tokbench.storage import atomic_write, read_regular
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 HASH_CHARS = 16
-STATUSES = ("ok", "failed")
+STATUSES = ("ok", "failed", "not_applicable")
 SIGNIFICANT_DIGITS = 6  # curves and attention profiles are rounded to keep records compact
 _IDENTITY_KEYS = ("task", "task_version", "model", "model_version", "params", "seed")
 _HASH_RE = re.compile(rf"^[0-9a-f]{{{HASH_CHARS}}}$")
 
 
 class RecordError(UsageError):
-    """A file that is not a valid run record; the message names the path and the reason."""
+    """A file that is not a valid run record; the message names the path and the reason.
 
-    def __init__(self, path: Path, reason: str) -> None:
+    ``newer_hash`` is the config hash of a record written by a newer tokbench, when its
+    file name confirms it, else None.
+    """
+
+    def __init__(self, path: Path, reason: str, newer: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{path}: {reason}")
         self.path, self.reason = path, reason
+        self.newer_hash = None
+        if newer is not None:
+            claimed = newer.get("config_hash")
+            if isinstance(claimed, str) and _HASH_RE.match(claimed) and path.name.endswith(f"__{claimed}.json"):
+                self.newer_hash = claimed
 
 
 def identity(task: str, task_version: str, model: str, model_version: str,
@@ -132,78 +145,94 @@ def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
 
 # ---- validation -------------------------------------------------------------------------------------------------
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+MAX_RECORD_BYTES = 16 * 2**20  # a record is a few KB; anything far larger is not one
 
 
-def _require(condition: bool, reason: str) -> None:
-    if not condition:
-        raise ValueError(reason)
+@lru_cache(maxsize=1)
+def record_schema() -> dict[str, Any]:
+    """The published JSON Schema of run records (``docs/run-record.schema.json``)."""
+    return json.loads((resources.files("tokbench") / "run-record.schema.json").read_text(encoding="utf-8"))
 
 
-def _check_fields(obj: Any, where: str, fields: Mapping[str, Any]) -> None:
-    _require(isinstance(obj, dict), f"{where} must be an object")
-    for key, check in fields.items():
-        _require(key in obj, f"{where} lacks {key!r}")
-        _require(check(obj[key]), f"{where}.{key} has an invalid value {obj[key]!r}")
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(record_schema())
 
 
-_str = lambda v: isinstance(v, str)  # noqa: E731 - a table of small predicates reads best inline
-_opt_str = lambda v: v is None or isinstance(v, str)  # noqa: E731
-_num_or_null = lambda v: v is None or _is_number(v)  # noqa: E731
-_numbers = lambda v: isinstance(v, list) and all(_num_or_null(x) for x in v)  # noqa: E731
+def check_name(kind: str, name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is a valid task or model name (it heads record file names)."""
+    rule = record_schema()["$defs"]["name"]
+    if not isinstance(name, str) or not re.fullmatch(rule["pattern"], name):
+        raise ValueError(f"{kind} name {name!r} is not allowed: {rule['description']}")
 
-_TOP = {
-    "task": _str, "task_version": _str, "model": _str, "model_version": _str,
-    "params": lambda v: isinstance(v, dict) and all(isinstance(v.get(k), dict) for k in ("task", "model", "train")),
-    "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-    "config_hash": lambda v: isinstance(v, str) and bool(_HASH_RE.match(v)),
-    "status": lambda v: v in STATUSES,
-    "error": _opt_str,
-    "eval_split": lambda v: v in ("train", "val", "test"),
-    "metrics": lambda v: isinstance(v, dict) and all(_num_or_null(x) for x in v.values()),
-    "train": lambda v: isinstance(v, dict),
-    "curve": lambda v: isinstance(v, dict) and all(_numbers(x) for x in v.values()),
-    "attention_profile": lambda v: v is None or _numbers(v),
-    "meta": lambda v: isinstance(v, dict),
-    "provenance": lambda v: isinstance(v, dict),
-}
-_META = {k: _str for k in ("task_description", "task_citation", "model_description", "model_citation", "recipe")}
-_PROVENANCE = {"tokbench_version": _str, "git_commit": _opt_str, "python": _str, "torch": _str,
-               "lightning": _str, "device": _str, "started_at": _str}
+
+def _where(error: Any) -> str:
+    return ".".join(str(part) for part in error.absolute_path) or "record"
 
 
 def validate(record: Any) -> None:
-    """Raise ``ValueError`` with the reason if ``record`` is not a valid schema-v1 run record."""
-    _require(isinstance(record, dict), "not a tokbench run record (the JSON is not an object)")
-    _require("schema_version" in record, "not a tokbench run record (no schema_version)")
+    """Raise ``ValueError`` with the reason if ``record`` is not a valid run record of a version this tokbench reads.
+
+    The structure, types and ranges are the published JSON Schema's; the config hash is
+    recomputed from the identity. A record of a newer schema version raises :class:`NewerRecordError`.
+    """
+    if not isinstance(record, dict) or "schema_version" not in record:
+        raise ValueError("not a tokbench run record (no schema_version)")
     version = record["schema_version"]
-    _require(version == SCHEMA_VERSION,
-             f"schema_version {version!r} is not supported (this tokbench reads {SCHEMA_VERSION})")
-    _check_fields(record, "record", _TOP)
-    _check_fields(record["meta"], "meta", _META)
-    _check_fields(record["provenance"], "provenance", _PROVENANCE)
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise NewerRecordError(version)
+    errors = sorted(_validator().iter_errors(record), key=lambda e: (list(e.absolute_path), e.message))
+    if errors:
+        from jsonschema.exceptions import best_match
+
+        error = best_match(errors)
+        message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+        if error.validator == "not":  # the schema's "absent": a field this status or schema version does not have
+            message = f"not allowed in a {record.get('status')!r} record of schema_version {version!r}"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ValueError(f"{_where(error)}: {message}{more}")
     expected = config_hash(record)
-    _require(record["config_hash"] == expected,
-             f"config_hash {record['config_hash']} does not match the record's identity ({expected}): "
-             "edited or corrupt")
-    if record["status"] == "ok":
-        _require(record["error"] is None, "an ok record must have error null")
-        _require(_is_number(record["metrics"].get("accuracy")), "an ok record needs a finite metrics.accuracy")
-    else:
-        _require(bool(record["error"]), "a failed record needs its error")
+    if record["config_hash"] != expected:
+        raise ValueError(f"config_hash {record['config_hash']} does not match the record's identity ({expected}): "
+                         "edited or corrupt")
+
+
+class NewerRecordError(ValueError):
+    """A record written by a newer tokbench: never overwritten, never read as if it were ours."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"schema_version {version} is newer than this tokbench reads ({SCHEMA_VERSION}); "
+                         "upgrade tokbench to read it")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    """Read and validate one record; raise :class:`RecordError` naming the path and the reason."""
+    """Read and validate one record; raise :class:`RecordError` naming the path and the reason.
+
+    Only a regular file of at most ``MAX_RECORD_BYTES`` is read, so a FIFO or a device
+    named ``*.json`` is reported instead of blocking or filling memory.
+    """
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RecordError(path, f"unreadable: {exc}") from None
+        record = json.loads(read_regular(path, MAX_RECORD_BYTES).decode("utf-8"), parse_constant=_no_constant)
+    except StorageError as exc:
+        raise RecordError(path, f"unreadable: {exc.reason}") from None
     except json.JSONDecodeError as exc:
         raise RecordError(path, f"corrupt JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise RecordError(path, "corrupt JSON: not UTF-8") from None
+    except RecursionError:
+        raise RecordError(path, "corrupt JSON: nested too deeply") from None
+    except ValueError as exc:  # not a regular file, too large, NaN or Infinity
+        raise RecordError(path, f"unreadable: {exc}") from None
     try:
         validate(record)
+    except NewerRecordError as exc:
+        raise RecordError(path, str(exc), newer=record) from None
     except ValueError as exc:
         raise RecordError(path, str(exc)) from None
     expected = record_filename(record["task"], record["model"], record["config_hash"])
@@ -212,12 +241,20 @@ def load_record(path: Path) -> dict[str, Any]:
     return record
 
 
+def preference(record: Mapping[str, Any]) -> tuple[bool, str]:
+    """Which of two records of one pairing to keep: the larger. A finished record (ok or not applicable) over a
+    failed one, then the later one."""
+    return record["status"] != "failed", record["provenance"]["started_at"]
+
+
 @dataclass
 class LoadedRecords:
-    """Valid records by config hash, and the files that were skipped with their reasons."""
+    """Valid records by config hash, the files that were skipped with their reasons, and the config hashes of
+    records written by a newer tokbench (present, but not readable here)."""
 
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[RecordError] = field(default_factory=list)
+    newer: dict[str, RecordError] = field(default_factory=dict)
 
 
 def _record_files(root: Path) -> Iterator[Path]:
@@ -230,8 +267,9 @@ def _record_files(root: Path) -> Iterator[Path]:
 def load_records(root: Path, strict: bool = False) -> LoadedRecords:
     """Load every record under ``root`` (recursively, so copied-together shard folders work).
 
-    An invalid file is collected in ``problems``, or raised with ``strict``. When two
-    files hold the same pairing, an ok record wins over a failed one, then the later one.
+    An invalid file is collected in ``problems``, or raised with ``strict``; a record of a
+    newer schema version goes to ``newer``. When two files hold the same pairing, the one
+    :func:`preference` ranks higher is kept.
     """
     loaded = LoadedRecords()
     if not root.exists():
@@ -240,13 +278,15 @@ def load_records(root: Path, strict: bool = False) -> LoadedRecords:
         try:
             record = load_record(path)
         except RecordError as exc:
+            if exc.newer_hash is not None:
+                loaded.newer[exc.newer_hash] = exc
+                continue
             if strict:
                 raise
             loaded.problems.append(exc)
             continue
         key = record["config_hash"]
         other = loaded.records.get(key)
-        rank = (record["status"] == "ok", record["provenance"]["started_at"])
-        if other is None or rank > (other["status"] == "ok", other["provenance"]["started_at"]):
+        if other is None or preference(record) > preference(other):
             loaded.records[key] = record
     return loaded

@@ -8,7 +8,7 @@ from typing import Any
 
 from tokbench.errors import UsageError
 from tokbench.leaderboard.aggregate import Section
-from tokbench.results import load_records
+from tokbench.results import load_records, preference
 
 _NAMED = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)=(.+)$")
 
@@ -18,26 +18,23 @@ def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
 
     A file that is not a valid record stops the leaderboard with its path and reason:
     published numbers must not silently lose a run. The same pairing found in two
-    folders keeps one record, by the rule of :func:`tokbench.results.load_records`
-    (an ok record over a failed one, then the later one).
+    folders keeps one record, by :func:`tokbench.results.preference` (a finished record
+    over a failed one, then the later one).
     """
     merged: dict[str, dict[str, Any]] = {}
     for folder in folders:
         if not folder.is_dir():
             raise UsageError(f"--records {folder}: no such folder")
         loaded = load_records(folder)
-        if loaded.problems:
-            more = f" (and {len(loaded.problems) - 1} more)" if len(loaded.problems) > 1 else ""
-            raise UsageError(f"{loaded.problems[0]}{more}; fix or remove the file")
+        problems = [*loaded.problems, *loaded.newer.values()]
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise UsageError(f"{problems[0]}{more}; fix or remove the file")
         for key, record in loaded.records.items():
             other = merged.get(key)
-            if other is None or _rank(record) > _rank(other):
+            if other is None or preference(record) > preference(other):
                 merged[key] = record
     return [merged[key] for key in sorted(merged)]
-
-
-def _rank(record: dict[str, Any]) -> tuple[bool, str]:
-    return record["status"] == "ok", record["provenance"]["started_at"]
 
 
 def load_sections(specs: Sequence[str]) -> list[Section]:

@@ -62,8 +62,8 @@ def _verdict(cell: Cell) -> str:
         return f"reaches the Bayes optimum ({accuracy})"
     if at_chance(cell):
         return f"stays at chance ({accuracy})"
-    normalized = cell.metrics["normalized_accuracy"].mean
-    return f"reaches {accuracy}, {normalized:.0%} of the optimum"
+    normalized = cell.metrics.get("normalized_accuracy")  # optional in a valid record
+    return f"reaches {accuracy}" + (f", {normalized.mean:.0%} of the optimum" if normalized else "")
 
 
 def _names(labels: list[str]) -> str:

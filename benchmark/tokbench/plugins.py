@@ -32,6 +32,7 @@ import pluggy
 
 from tokbench import hookspecs
 from tokbench.errors import PluginConflictError, UsageError, did_you_mean, unknown_name
+from tokbench.results import check_name
 from tokbench.specs import ModelSpec, TaskSpec
 
 ENTRY_POINT_GROUP = "tokbench"
@@ -194,6 +195,7 @@ def load_registry(
                 for spec in staged:
                     if not isinstance(spec, spec_type):
                         raise TypeError(f"{hook_name} expects {spec_type.__name__} objects, got {type(spec).__name__}")
+                    check_name(spec_type.kind, spec.name)  # names head record file names: no '/', no 300 characters
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing hook must not sink the others
                 info.status, info.error = "error", f"{hook_name} failed: {_describe(exc)}"
                 continue

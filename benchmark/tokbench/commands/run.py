@@ -164,6 +164,13 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_records(args.out, strict=args.strict)
     for problem in loaded.problems:
         print(f"tokbench: warning: skipped {problem}", file=sys.stderr)
+    newer = [p for p in grid if p.config_hash in loaded.newer]
+    if newer:  # never overwrite what a newer tokbench wrote, whatever --rerun says
+        print(f"tokbench: warning: {len(newer)} pairing(s) have records written by a newer tokbench (e.g. "
+              f"{next(iter(loaded.newer.values())).path}); they are kept as they are and not run", file=sys.stderr)
+        grid = [p for p in grid if p.config_hash not in loaded.newer]
+        if not grid:
+            return 0
     todo = plan(grid, loaded.records, args.rerun)
     if args.dry_run:
         _print_plan(grid, loaded.records, todo)

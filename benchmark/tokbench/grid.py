@@ -25,6 +25,7 @@ from tokbench.suites import WILDCARD, GridBlock, Suite, is_pattern
 
 NAMESPACES = ("task", "model", "train")
 RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
+MAX_PAIRINGS = 2_000_000  # a plan of this size takes seconds and about 1 GB; a typo like seeds = 10**12 never ends
 T = TypeVar("T")
 
 
@@ -255,6 +256,9 @@ def expand(
         block_seeds = range(seeds) if seeds is not None else block.seeds
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
+                if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
+                    raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow it "
+                                     "with --task, --model or --seeds, or split it into several suites")
                 set_task, set_model, set_train = _route(settings, task, model)
                 task_params = task.resolve(task_given[task.name] | set_task)
                 _check_task(task, task_params, checked)

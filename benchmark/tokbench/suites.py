@@ -28,6 +28,7 @@ else:  # pragma: no cover - Python 3.10
 
 WILDCARD = "*"
 MAX_SUITE_BYTES = 1_000_000
+MAX_SEED = 2**63
 _TOP_KEYS = ("description", "seeds", "budget", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _BLOCK_KEYS = ("tasks", "models", "seeds", "task", "model", "train")
@@ -165,11 +166,13 @@ class _Checker:
     def seeds(self, value: Any, path: KeyPath) -> Sequence[int]:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             return range(value)  # a range, not a tuple: a huge count costs nothing until it is enumerated
-        if (isinstance(value, list) and value and len(set(value)) == len(value)
-                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value)):
+        if (isinstance(value, list) and value
+                and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < MAX_SEED for s in value)
+                and len(set(value)) == len(value)):
             return tuple(value)
-        raise self.fail(path, "seeds must be a count N >= 1 (seeds 0..N-1) or a list of distinct seeds >= 0, "
-                              f"got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "..."
+        raise self.fail(path, "seeds must be a count N >= 1 (seeds 0..N-1) or a list of distinct seeds in "
+                              f"[0, 2**63), got {shown}")
 
     def names(self, value: Any, path: KeyPath) -> tuple[str, ...]:
         if isinstance(value, str):

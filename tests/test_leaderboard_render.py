@@ -16,15 +16,17 @@ from tokbench.leaderboard.publish import FILES, render
 from tokbench.leaderboard.render import to_terminal
 
 NASTY = "<script>alert(1)</script> a|b & c [red]x[/red] $x$ 50% _y_"
-EVIL_TASK = "evil<script>|&task"
-EVIL_MODEL = "model|&<b>"
+# Names cannot carry markup (records allow letters, digits, ".", "_" and "-"); versions and everything else can.
+EVIL_TASK = "evil-task"
+EVIL_MODEL = "model_b"
+EVIL_VERSION = "1|&<b>"
 
 
 @pytest.fixture(scope="module")
 def evil_sections():
     meta = {"task_description": NASTY, "model_description": NASTY, "task_citation": NASTY, "recipe": NASTY}
     recs = seeds(2, [0.5, 0.4], task=EVIL_TASK, model=EVIL_MODEL, task_params={**WALK, "mode": NASTY},
-                 model_params={"note": NASTY}, meta=meta)
+                 model_params={"note": NASTY}, meta=meta, model_version=EVIL_VERSION)
     recs += seeds(2, [0.5, 0.4], task=EVIL_TASK, model=EVIL_MODEL, task_params={**WALK, "mode": "plain"},
                   model_params={"note": NASTY}, meta=meta)
     recs += [seeds(1, [0.0], task=EVIL_TASK, model=EVIL_MODEL, task_params={**WALK, "mode": "plain"},
@@ -61,7 +63,7 @@ def test_terminal_prints_record_text_literally(evil_sections):
     console = Console(file=io.StringIO(), width=300, color_system=None)
     to_terminal(document(evil_sections, brief=True), console)
     out = console.file.getvalue()
-    assert "[red]x[/red]" in out and EVIL_MODEL in out
+    assert "[red]x[/red]" in out and EVIL_MODEL in out and EVIL_VERSION in out
 
 
 def test_csv_and_json_round_trip_the_strings(evil_sections):

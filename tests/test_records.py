@@ -53,7 +53,7 @@ def test_config_hash_is_sha256_of_the_canonical_identity():
 def test_record_has_the_schema_fields():
     record = ok_record()
     validate(record)
-    assert record["schema_version"] == 1 and record["status"] == "ok" and record["error"] is None
+    assert record["schema_version"] == 2 and record["status"] == "ok" and record["error"] is None
     assert set(record["params"]) == {"task", "model", "train"} and record["params"]["train"]["lr_grid"] == []
     assert record["metrics"]["parent_attention"] is None  # JSON has no NaN
     assert record["curve"]["loss"][0] == 1.23457  # 6 significant digits
@@ -86,7 +86,7 @@ def test_a_failed_write_leaves_neither_record_nor_temporary_file(tmp_path, monke
 def test_an_invalid_record_is_never_written(tmp_path):
     record = ok_record()
     record["metrics"]["accuracy"] = None
-    with pytest.raises(ValueError, match="finite metrics.accuracy"):
+    with pytest.raises(ValueError, match="metrics.accuracy: None is not of type 'number'"):
         write_record(tmp_path, record)
     assert list(tmp_path.iterdir()) == []
 
@@ -101,12 +101,22 @@ def _write_raw(folder: Path, name: str, content: str) -> Path:
 
 @pytest.mark.parametrize("mutate, reason", [
     (lambda r: r.pop("schema_version"), "not a tokbench run record"),
-    (lambda r: r.update(schema_version=2), "schema_version 2 is not supported"),
+    (lambda r: r.update(schema_version=3), "schema_version 3 is newer than this tokbench reads"),
+    (lambda r: r.update(schema_version="2"), "schema_version: '2' is not one of"),
     (lambda r: r["params"]["task"].update(p=0.9), "does not match the record's identity"),
-    (lambda r: r.update(status="done"), "record.status has an invalid value"),
-    (lambda r: r["provenance"].pop("torch"), "provenance lacks 'torch'"),
-    (lambda r: r["metrics"].update(accuracy="high"), "record.metrics has an invalid value"),
-    (lambda r: r.update(status="failed"), "a failed record needs its error"),
+    (lambda r: r.update(status="done"), "status: 'done' is not one of"),
+    (lambda r: r["provenance"].pop("torch"), "provenance: 'torch' is a required property"),
+    (lambda r: r["metrics"].update(accuracy="high"), "metrics.accuracy: 'high' is not of type"),
+    (lambda r: r.update(status="failed"), "error: None is not of type 'string'"),
+    (lambda r: r["metrics"].update(accuracy=7.5), r"metrics.accuracy: 7.5 is greater than the maximum of 1"),
+    (lambda r: r["metrics"].update(test_accuracy=-0.1), r"metrics.test_accuracy: -0.1 is less than the minimum"),
+    (lambda r: r["metrics"].update(normalized_accuracy=-1), r"metrics.normalized_accuracy: -1 is less than"),
+    (lambda r: r["metrics"].update(parent_attention=1.5), r"metrics.parent_attention: 1.5 is greater than"),
+    (lambda r: r["metrics"].update(svm_correlation=-2), r"metrics.svm_correlation: -2 is less than the minimum of -1"),
+    (lambda r: r["metrics"].update(bayes_loss=-0.5), r"metrics.bayes_loss: -0.5 is less than the minimum of 0"),
+    (lambda r: r.update(failure={"phase": "train", "exit_status": None, "signal": None}),
+     "failure: not allowed in a 'ok' record"),
+    (lambda r: r.update(seed=-1), "seed: -1 is less than the minimum of 0"),
 ])
 def test_invalid_records_are_reported_with_the_reason(tmp_path, mutate, reason):
     record = ok_record()

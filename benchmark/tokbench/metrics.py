@@ -55,11 +55,9 @@ def attention_metric(attention: torch.Tensor, target: AttentionTarget, start: in
 
     ``attention`` (n, L, H, Q, T + S) for a chunk of sequences that begins at ``start`` in the
     split whose ``target`` this is; ``labels`` are that chunk's labels. For last-position labels
-    the final query is scored; for labels at many positions, every labelled query, averaged
-    per sequence.
+    the final query is scored; for labels at many positions, every labelled query (or the
+    target's own ``queries``), averaged per sequence.
     """
-    from tokbench.task import IGNORE
-
     n = attention.shape[0]
     T = target.weights.shape[1]
     layer = attention[:, _layer_index(target.layer, attention.shape[1])]  # (n, H, Q, T + S)
@@ -69,7 +67,7 @@ def attention_metric(attention: torch.Tensor, target: AttentionTarget, start: in
     if labels.dim() == 1:
         a, w = layer[:, :, -1], weights[:, None]  # (n, H + 1, T), (n, 1, T)
         return _score(a, w, target.kind)
-    scored = (labels != IGNORE).double()[:, None]  # (n, 1, Q)
+    scored = target.rows(labels, start).double()[:, None]  # (n, 1, Q)
     per_query = _score(layer, weights[:, None], target.kind)  # (n, H + 1, Q)
     return (per_query * scored).sum(-1) / scored.sum(-1)
 

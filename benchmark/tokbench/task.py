@@ -39,15 +39,20 @@ class AttentionTarget:
     layer: which layer's attention is scored: ``"first"``, ``"last"`` or an index.
     head: how heads are reduced: ``"mean"`` (their average), ``"best"`` (the head
         with the highest metric on the split) or a head index.
+    queries: for a task scored at many positions, an optional ``(n, T)`` bool mask of
+        the query rows the metric averages over, when they are not the labelled ones
+        (for example a child position's attention on its parent, where only the
+        predictions of other positions are scored). ``None``: the labelled positions.
 
-    The metric is averaged over the scored positions of each sequence, then over
-    sequences; the record keeps the layer and head that were used.
+    The metric is averaged over the scored (or chosen) queries of each sequence, then
+    over sequences; the record keeps the layer and head that were used.
     """
 
     weights: torch.Tensor
     kind: str = "mass"
     layer: str | int = "last"
     head: str | int = "mean"
+    queries: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TARGET_KINDS:
@@ -58,8 +63,15 @@ class AttentionTarget:
             raise ValueError(f"AttentionTarget.head must be 'mean', 'best' or an index, got {self.head!r}")
 
     def equals(self, other: AttentionTarget) -> bool:
+        if (self.queries is None) != (other.queries is None):
+            return False
+        same_queries = self.queries is None or torch.equal(self.queries, other.queries)
         return (self.kind, self.layer, self.head) == (other.kind, other.layer, other.head) and torch.equal(
-            self.weights, other.weights)
+            self.weights, other.weights) and same_queries
+
+    def rows(self, labels: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """(n, T) bool: the query rows the metric counts, for the labels (n, T) of the sequences from ``start``."""
+        return (labels != IGNORE) if self.queries is None else self.queries[start:start + len(labels)]
 
 
 @dataclass

@@ -387,7 +387,7 @@ def check_split(task: Task, split: Split, n: int, where: str) -> None:
 
 
 def check_attention_targets(split: Split) -> None:
-    """Each target: a valid kind, weights shaped like the queries, a mask or rows summing to 1 where scored."""
+    """Each target: a valid kind, weights shaped like the queries, a mask or rows summing to 1 where counted."""
     import torch
 
     from tokbench.task import AttentionTarget
@@ -399,7 +399,12 @@ def check_attention_targets(split: Split) -> None:
         weights = target.weights
         shape = (n, T) if split.labels.dim() == 1 else (n, T, T)
         assert tuple(weights.shape) == shape, f"{name}: shape {tuple(weights.shape)}, expected {shape}"
-        rows = weights if split.labels.dim() == 1 else weights[split.scored]  # the scored queries' rows
+        if target.queries is not None:
+            assert split.labels.dim() == 2, f"{name}: queries apply to a task scored at many positions"
+            assert target.queries.dtype == torch.bool and tuple(target.queries.shape) == (n, T), (
+                f"{name}: queries must be an (n, T) bool mask")
+            assert bool(target.queries.any(1).all()), f"{name}: a sequence has no query row"
+        rows = weights if split.labels.dim() == 1 else weights[target.rows(split.labels)]  # the counted queries
         if target.kind == "mass":
             assert bool(((rows == 0) | (rows == 1)).all()), f"{name}: a mass target is a 0/1 mask"
             assert bool((rows != 0).any(-1).all()), f"{name}: some rows mark no position"

@@ -1,0 +1,185 @@
+"""The Markov tasks against brute force on tiny instances: sampler, Bayes predictor, Bayes accuracy and loss."""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import pytest
+import torch
+from scipy.special import gammaln
+from scipy.stats import chisquare
+
+from tokbench.metrics import attention_metric
+from tokbench.plugins import registry
+from tokbench.task import IGNORE, AttentionTarget
+from tokbench_markov.chains import ROOT
+
+SAMPLES = 200_000  # sequences drawn to test a sampler against the exact law
+
+
+def create(name: str, **params):
+    return registry().task(name).create(params)
+
+
+def all_sequences(states: int, length: int) -> torch.Tensor:
+    return torch.tensor(list(itertools.product(range(states), repeat=length)))
+
+
+def dirichlet_marginal(sequence: list[int], parents: list[int], states: int, alpha: float) -> float:
+    """P(x) with the transition matrix integrated out: uniform roots, and per source state a
+    Dirichlet-multinomial of its observed transitions (Polya urn)."""
+    counts = [[0] * states for _ in range(states)]
+    log_p = 0.0
+    for i, parent in enumerate(parents[:len(sequence)]):
+        if parent == ROOT:
+            log_p -= math.log(states)
+        else:
+            counts[sequence[parent]][sequence[i]] += 1
+    for row in counts:
+        log_p += gammaln(states * alpha) - gammaln(states * alpha + sum(row))
+        log_p += sum(gammaln(alpha + c) - gammaln(alpha) for c in row)
+    return math.exp(log_p)
+
+
+def expected(law) -> torch.Tensor:
+    """Expected counts of :data:`SAMPLES` draws (normalised, as chisquare wants equal totals)."""
+    law = torch.as_tensor(law, dtype=torch.float64)
+    return (SAMPLES * law / law.sum()).numpy()
+
+
+IN_CONTEXT = [
+    ("icl-markov", {"states": 2, "context_length": 3, "alpha": 1.0}),
+    ("icl-markov", {"states": 3, "context_length": 3, "alpha": 0.5}),
+    ("causal-graph", {"states": 2, "context_length": 4, "graph": "icl"}),
+    ("causal-graph", {"states": 3, "context_length": 3, "graph": "random", "graph_seed": 3, "alpha": 2.0}),
+]
+
+
+@pytest.mark.parametrize("name,params", IN_CONTEXT)
+def test_in_context_predictor_and_accuracy_match_brute_force(name, params):
+    task = create(name, **params)
+    S, T, alpha = task.states, task.context_length, task.alpha
+    parents = task.parents.tolist()
+    full = all_sequences(S, T + 1)
+    law = torch.tensor([dirichlet_marginal(x, parents, S, alpha) for x in full.tolist()], dtype=torch.float64)
+    assert law.sum().item() == pytest.approx(1.0, abs=1e-12)
+    predictive = task.predictive(full[:, :T])
+    # the predictive of x_{t+1} is the ratio of prefix marginals, P(x_0..x_t, j) / P(x_0..x_t)
+    for x, row in zip(full.tolist()[:: S], predictive[:: S]):
+        for t in range(T):
+            if not task.scored[t]:
+                continue
+            prefix = dirichlet_marginal(x[:t + 1], parents, S, alpha)
+            exact = [dirichlet_marginal(x[:t + 1] + [j], parents, S, alpha) / prefix for j in range(S)]
+            assert row[t].tolist() == pytest.approx(exact, abs=1e-12)
+    # exact Bayes accuracy: per sequence the fraction of scored positions predicted right, averaged under the law
+    hits = (task.bayes_predict(full[:, :T]) == full[:, 1:])[:, task.scored].double().mean(1)
+    exact = float((law * hits).sum())
+    estimate, se = task._bayes_estimate
+    assert abs(estimate - exact) <= 4 * se, f"Monte Carlo {estimate:.5f} +- {se:.1e}, exact {exact:.5f}"
+
+
+@pytest.mark.parametrize("name,params", IN_CONTEXT[:1] + IN_CONTEXT[2:3])
+def test_in_context_sampler_follows_the_exact_law(name, params):
+    task = create(name, **params)
+    S, T = task.states, task.context_length
+    full = task.sample(SAMPLES, torch.Generator().manual_seed(0))
+    index = (full * S ** torch.arange(T, -1, -1)).sum(1)
+    observed = torch.bincount(index, minlength=S ** (T + 1)).double()
+    law = [dirichlet_marginal(x, task.parents.tolist(), S, task.alpha) for x in all_sequences(S, T + 1).tolist()]
+    assert chisquare(observed.numpy(), expected(law)).pvalue > 1e-4
+
+
+def test_markov_switch_matches_brute_force():
+    task = create("markov-switch", p=0.3, q=0.9, context_length=4)
+    P, pi = task.kernel, task.stationary
+    full = all_sequences(2, 5)
+    law = pi[full[:, 0]] * P[full[:, :-1], full[:, 1:]].prod(1)
+    tokens, labels = full[:, :4], full[:, 1:]
+    hits = (task.bayes_predict(tokens) == labels).double().mean(1)
+    assert float((law * hits).sum()) == pytest.approx(task.bayes_accuracy(), abs=1e-12)
+    loss = -task.bayes_log_probs(tokens).gather(-1, labels[..., None])[..., 0].mean(1)
+    assert float((law * loss).sum()) == pytest.approx(task.bayes_loss(), abs=1e-12)
+    unigram = -pi.log()[labels].mean(1)
+    assert float((law * unigram).sum()) == pytest.approx(task.unigram_loss(), abs=1e-12)
+    sample = task.generate(SAMPLES, torch.Generator().manual_seed(1))
+    index = (torch.cat([sample.tokens, sample.labels[:, -1:]], 1) * 2 ** torch.arange(4, -1, -1)).sum(1)
+    observed = torch.bincount(index, minlength=32).double()
+    assert chisquare(observed.numpy(), expected(law)).pvalue > 1e-4
+
+
+def test_markov_switch_references():
+    task = create("markov-switch", p=0.6, q=0.8)
+    split = task.make_split("test", 0)
+    references = task.references(split.tokens)
+    assert bool((references["unigram"] == 0).all()), "pi = (4/7, 3/7): the stationary predictor always says 0"
+    assert torch.equal(references["bigram"], 1 - split.tokens), "p, q > 1/2: the kernel predicts a switch"
+
+
+def test_unigram_reference_is_the_in_context_majority():
+    task = create("icl-markov", states=3, context_length=5)
+    tokens = torch.tensor([[2, 1, 1, 2, 2]])
+    assert task.references(tokens)["unigram"].tolist() == [[2, 1, 1, 1, 2]]  # ties to the smaller token
+
+
+@pytest.mark.parametrize("name", ["icl-markov", "markov-switch", "causal-graph"])
+def test_generation_is_vectorised(name):
+    """100,000 sequences of length 64 in under a second of this process's CPU time (one thread)."""
+    task = create(name, context_length=64)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        task.generate(1000, torch.Generator().manual_seed(0))  # warm-up
+        started = time.process_time()
+        split = task.generate(100_000, torch.Generator().manual_seed(0))
+        spent = time.process_time() - started
+    finally:
+        torch.set_num_threads(threads)
+    assert split.tokens.shape == (100_000, 64)
+    assert spent < 1.0, f"{name}: {spent:.2f} s of CPU time for 100,000 sequences of length 64"
+
+
+def test_graphs():
+    icl = create("causal-graph", graph="icl", context_length=6)
+    assert icl.parents.tolist() == [ROOT, 0, ROOT, 2, ROOT, 4, ROOT]
+    assert icl.scored.tolist() == [True, False, True, False, True, False]
+    chain = create("causal-graph", graph="chain", context_length=4)
+    assert chain.parents.tolist() == [ROOT, 0, 1, 2, 3]
+    random = create("causal-graph", graph="random", context_length=40, graph_seed=5)
+    assert random.parents[0] == ROOT and bool((random.parents[1:] < torch.arange(1, 41)).all())
+    assert bool((random.parents[1:] >= 0).all())
+    assert torch.equal(random.parents, create("causal-graph", graph="random", context_length=40, graph_seed=5).parents)
+    assert not torch.equal(random.parents, create("causal-graph", graph="random", context_length=40).parents)
+
+
+def test_parent_attention_target_counts_the_children():
+    task = create("causal-graph", graph="icl", context_length=6, test_size=3)
+    split = task.make_split("test", 0)
+    target = split.attention_targets["parent_attention"]
+    assert (target.layer, target.head) == ("first", "best")
+    assert target.queries[0].tolist() == [False, True, False, True, False, True]
+    assert (split.labels[0] != IGNORE).tolist() == [True, False, True, False, True, False]
+    rows, cols = target.weights[0].nonzero().T.tolist()
+    assert list(zip(rows, cols)) == [(1, 0), (3, 2), (5, 4)]
+
+
+def test_attention_metric_averages_over_the_targets_queries():
+    """AttentionTarget.queries: the metric counts those rows, whatever the labels."""
+    n, T = 2, 3
+    attention = torch.zeros(n, 1, 1, T, T)
+    attention[:, 0, 0, torch.arange(T), torch.tensor([0, 0, 2])] = 1.0  # rows 0 and 1 on position 0, row 2 on itself
+    weights = torch.zeros(n, T, T, dtype=torch.bool)
+    weights[:, 1, 0] = weights[:, 2, 1] = True
+    labels = torch.tensor([[1, IGNORE, IGNORE]] * n)
+    queries = torch.tensor([[False, True, True]] * n)
+    by_queries = attention_metric(attention, AttentionTarget(weights, queries=queries), 0, labels)
+    assert by_queries[:, -1].tolist() == [0.5, 0.5]  # row 1 hits its parent, row 2 misses
+    by_labels = attention_metric(attention, AttentionTarget(weights), 0, labels)
+    assert by_labels[:, -1].tolist() == [0.0, 0.0]  # only row 0, which marks nothing here
+
+
+def test_impossible_switch_is_a_usage_error(cli):
+    result = cli("show", "task", "markov-switch", "--set", "p=0", "--set", "q=0")
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and "p + q" in result.stderr

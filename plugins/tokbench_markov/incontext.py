@@ -17,7 +17,7 @@ from tokbench.task import IGNORE, AttentionTarget, Split, Task
 from tokbench_markov.chains import (ROOT, chain_parents, dirichlet_rows, incontext_counts, posterior_mean,
                                     sample_on_graph, unigram_counts)
 
-BAYES_TOKENS = 2**23  # tokens drawn to estimate the Bayes accuracy (about 80,000 sequences at T = 100) ...
+BAYES_TOKENS = 2**22  # tokens drawn to estimate the Bayes accuracy (about 40,000 sequences at T = 100) ...
 BAYES_SEQUENCES = (20_000, 200_000)  # ... within these numbers of sequences
 BAYES_SEED = derive_seed(0, "markov:bayes-accuracy")  # its own stream, never a run's data seed
 

@@ -289,7 +289,7 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
 
 def _reduce_heads(per_head: torch.Tensor, target: Any) -> tuple[float, dict[str, Any]]:
     """Reduce (n, H + 1) per-sequence values (each head, then the head average) by the target's ``head`` rule."""
-    means = per_head.mean(0)
+    means = per_head.T.contiguous().mean(1)  # each column reduced as one contiguous run: the same sum as a 1-D mean
     heads = per_head.shape[1] - 1
     if target.head == "mean":
         value, head = means[-1].item(), "mean"
@@ -420,10 +420,16 @@ def run_pairing(
     train = task.make_split("train", seed)
     val = task.make_split("val", seed)
     kept, selection = select_recipe(task, model_spec, model_params, recipe, seed, train, val, out_dir, accelerator)
-    metrics = {"train_accuracy": evaluate_accuracy(kept.model, train), "val_accuracy": evaluate_accuracy(kept.model, val)}
-    split = {"train": train, "val": val}.get(task.eval_split) or task.make_split(task.eval_split, seed)
-    eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split)
-    metrics[f"{task.eval_split}_accuracy"] = eval_metrics["accuracy"]
+    # Train, validation, then the evaluation split (which may be one of them), each evaluated once:
+    # a stochastic model (the uniform guess) then gives one accuracy per split, drawn in a fixed order.
+    metrics: dict[str, float] = {}
+    for name in dict.fromkeys(("train", "val", task.eval_split)):
+        split = {"train": train, "val": val}.get(name) or task.make_split(name, seed)
+        if name == task.eval_split:
+            eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split)
+            metrics[f"{name}_accuracy"] = eval_metrics["accuracy"]
+        else:
+            metrics[f"{name}_accuracy"] = evaluate_accuracy(kept.model, split)
     bayes = task.bayes_accuracy()
     accuracy = eval_metrics.pop("accuracy")
     metrics.update(accuracy=accuracy, bayes_accuracy=bayes, normalized_accuracy=accuracy / bayes)

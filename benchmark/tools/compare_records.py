@@ -4,7 +4,9 @@ Written to check that a change of tokbench's internals left every number alone, 
 move to contract v2, which added recipe keys (and so changed every config hash) but must not change
 a single metric. Pairings are matched on what identified them in both versions: task and model with
 their versions and parameters, the seed, and the recipe keys that both records have, each at the
-value that the older record states (a newer recipe key at its default means the same training).
+value that the older record states (a newer recipe key at its default means the same training). A
+newer record with an empty recipe (a model without training, whose identity leaves the recipe out)
+matches whatever recipe the older record states.
 
     python benchmark/tools/compare_records.py BEFORE_DIR AFTER_DIR
 
@@ -27,7 +29,8 @@ NEW_KEY_DEFAULTS = Recipe().to_json()
 
 
 def match_key(record: Mapping[str, Any], recipe_keys: set[str]) -> str:
-    """The identity of ``record`` restricted to ``recipe_keys``; a missing key stands at its default."""
+    """The identity of ``record`` restricted to ``recipe_keys``; a missing key stands at its default.
+    Without ``recipe_keys`` the recipe is left out."""
     train = {k: record["params"]["train"].get(k, NEW_KEY_DEFAULTS.get(k)) for k in sorted(recipe_keys)}
     ident = {k: record[k] for k in ("task", "task_version", "model", "model_version", "seed")}
     return json.dumps({**ident, "task_params": record["params"]["task"], "model_params": record["params"]["model"],
@@ -37,11 +40,11 @@ def match_key(record: Mapping[str, Any], recipe_keys: set[str]) -> str:
 def compare(before: Mapping[str, dict], after: Mapping[str, dict]) -> tuple[int, list[str]]:
     """Number of pairings compared, and a line per difference."""
     old_keys = set().union(*(r["params"]["train"] for r in before.values())) if before else set()
-    by_key = {match_key(r, old_keys): r for r in after.values()}
+    by_key = {match_key(r, old_keys if r["params"]["train"] else set()): r for r in after.values()}
     problems, compared = [], 0
     for record in before.values():
         label = f"{record['task']} / {record['model']} seed {record['seed']} ({record['config_hash']})"
-        other = by_key.get(match_key(record, old_keys))
+        other = by_key.get(match_key(record, old_keys)) or by_key.get(match_key(record, set()))
         if other is None:
             problems.append(f"{label}: no counterpart")
             continue

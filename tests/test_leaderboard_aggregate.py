@@ -2,26 +2,14 @@
 from __future__ import annotations
 
 import pytest
-from scipy import stats
-
 from leaderboard_synth import WALK, record, seeds
 from tokbench.errors import UsageError
-from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import build, summarise
-from tokbench.leaderboard.views import Measure, detail_table, main_table, measure_text
+from tokbench.leaderboard import notes, stats
+from tokbench.leaderboard.aggregate import build
+from tokbench.leaderboard.views import Measure, detail_table, main_table, measure_text, training_table
 
 DET = {"K": 6, "laps": 2, "train_size": 100, "val_size": 100, "test_size": 100}
-
-
-def test_interval_is_students_t_across_seeds():
-    values = [0.49, 0.5, 0.47, 0.52]
-    stat = summarise(values)
-    low, high = stats.t.interval(0.95, len(values) - 1, loc=stats.tmean(values), scale=stats.sem(values))
-    assert stat.mean == pytest.approx(sum(values) / 4, abs=1e-15)
-    assert (stat.low, stat.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
-    assert summarise([0.7, 0.7, 0.7]).half_width == 0.0  # exact arithmetic: no rounding noise
-    single = summarise([0.3])
-    assert single.half_width is None and measure_text(Measure(single)) == "0.300 (n=1)"
+GD_NONE = {"optimizer": "adam", "lr": 0.0, "steps": 0, "batch_size": 0, "lr_grid": []}
 
 
 def test_cell_statistics_and_failed_runs_are_counted_not_averaged():
@@ -33,7 +21,8 @@ def test_cell_statistics_and_failed_runs_are_counted_not_averaged():
     assert cell.metrics["normalized_accuracy"].mean == pytest.approx(1.0)
     assert cell.wall_seconds.mean == pytest.approx(2.5)  # 1.5 + seed over seeds 0..2
     assert board.columns[0].bayes.mean == 0.5
-    assert measure_text(main_table(board).rows[0][1]) == f"0.500 ± {cell.accuracy.half_width:.3f} [1 failed]"
+    low, high = cell.accuracy.interval
+    assert measure_text(main_table(board).rows[0][1]) == f"0.500 ({low:.3f}–{high:.3f}) [1 failed]"
     all_failed = build([record(seed=0, error="RuntimeError: boom")])
     assert measure_text(main_table(all_failed).rows[0][1]) == "failed (1)"
 
@@ -54,25 +43,27 @@ def test_versions_and_parameter_sets_never_share_a_cell():
 
 
 def test_best_per_column_and_bayes_row():
-    recs = seeds(2, [0.5, 0.5]) + seeds(2, [0.3, 0.3], model="baseline") + seeds(2, [0.5, 0.5], model="tie")
+    recs = (seeds(3, [0.5, 0.51, 0.49]) + seeds(3, [0.3, 0.3, 0.31], model="baseline")
+            + seeds(3, [0.5, 0.5, 0.5], model="tie") + seeds(3, [0.5, 0.5, 0.5], model="bayes-optimal"))
     table = main_table(build(recs))
-    assert [row[0] for row in table.rows] == ["attn-paper-a", "baseline", "tie"]
-    assert [row[1].best for row in table.rows] == [True, False, True]
-    assert table.footer[0] == "bayes-optimal" and table.footer[1].stat.mean == 0.5
+    assert [row[0] for row in table.rows] == ["attn-paper-a", "baseline", "tie", "bayes-optimal (oracle)"]
+    assert [row[1].best for row in table.rows] == [True, False, True, False]  # tie: the same mean
+    assert table.footer[0] == "Bayes optimum (analytic)" and table.footer[1].stat.mean == 0.5
     assert table.notes == ["random-walk: K=6, context_length=8, p=0.5, test_size=100, train_size=100, val_size=100"]
 
 
-def test_training_set_task_names_its_split_and_diagnostics_stay_absent():
-    recs = (seeds(2, [0.9, 1.0], task="scc-implicit-bias", task_params={"n": 4}, eval_split="train", bayes=1.0,
-                  diagnostics={"svm_correlation": 0.99})
-            + seeds(2, [0.9, 1.0], task="scc-implicit-bias", task_params={"n": 4}, eval_split="train", bayes=1.0,
-                    model="other"))
+def test_training_set_task_gets_its_own_table_and_diagnostics_stay_absent():
+    scc = {"task": "scc-implicit-bias", "task_params": {"n": 4}, "eval_split": "train", "bayes": 0.25}
+    recs = (seeds(2, [0.9, 1.0], diagnostics={"svm_correlation": 0.99}, **scc) + seeds(2, [0.9, 1.0], model="other", **scc)
+            + seeds(2, [0.5, 0.5]))
     board = build(recs)
-    assert main_table(board).headers == ["model", "scc-implicit-bias (train split)"]
-    detail = detail_table(board, board.columns[0])
-    column = detail.headers.index("svm_correlation")
-    assert [row[column] for row in detail.rows][1] == ""  # absent, never 0
+    assert main_table(board).headers == ["model", "random-walk"]
+    training = training_table(board)
+    assert training.headers == ["model", "scc-implicit-bias: training accuracy", "scc-implicit-bias: svm_correlation"]
+    assert training.footer is None and [row[2] for row in training.rows][1] == ""  # absent, never 0
+    detail = detail_table(board, board.training_columns[0])
     assert "accuracy (train)" in detail.headers and "test_accuracy" not in detail.headers
+    assert "normalized_accuracy" not in detail.headers and "bayes_accuracy" not in detail.headers
 
 
 def test_no_records_is_a_usage_error():
@@ -80,47 +71,57 @@ def test_no_records_is_a_usage_error():
         build([])
 
 
-def test_findings_reach_chance_and_variant_escape():
+def test_findings_match_below_chance_and_variants_from_tests():
     float32 = {"dtype": "float32", "positions": "onehot"}
-    recs = (seeds(3, [0.49, 0.5, 0.51])
-            + seeds(3, [0.165, 0.17, 0.168], task="deterministic-walk", task_params=DET, bayes=1.0, untrained=0.167)
-            + seeds(3, [1.0, 1.0, 0.99], task="deterministic-walk", task_params=DET, bayes=1.0, untrained=0.167,
-                    model_params=float32)
-            + seeds(3, [0.55, 0.6, 0.65], task="deterministic-walk", task_params=DET, bayes=1.0, untrained=0.167,
-                    model="midway"))
+    big = {**DET, "train_size": 100000, "test_size": 100000}
+    det = {"task": "deterministic-walk", "task_params": big, "bayes": 1.0, "untrained": 0.167}
+    recs = (seeds(5, [0.499, 0.502, 0.497, 0.5, 0.503], task_params={**WALK, "test_size": 1000})
+            + seeds(5, [0.167, 0.168, 0.166, 0.167, 0.167], **det)
+            + seeds(5, [1.0, 1.0, 1.0, 1.0, 1.0], model_params=float32, **det)
+            + seeds(5, [0.55, 0.6, 0.65, 0.6, 0.6], model="midway", **det)
+            + seeds(2, [0.9, 1.0], model="few", **det))
     board = build(recs)
-    det, walk = board.columns
-    cells = {c.row.label: c for c in board.column_cells(det)}
-    assert notes.at_chance(cells["attn-paper-a"]) and not notes.reaches_bayes(cells["attn-paper-a"])
-    assert notes.reaches_bayes(cells["attn-paper-a dtype=float32"])
-    assert not notes.at_chance(cells["midway"]) and not notes.reaches_bayes(cells["midway"])
-    assert notes.reaches_bayes(board.column_cells(walk)[0])
+    det_col, walk = board.columns
+    cells = {c.row.label: c for c in board.column_cells(det_col)}
+    assert notes.versus_untrained(cells["attn-paper-a"]).verdict == "matches"
+    assert notes.versus_bayes(cells["attn-paper-a"]).verdict == "below"
+    assert notes.versus_bayes(cells["attn-paper-a dtype=float32"]).verdict == "matches"
+    assert notes.versus_bayes(cells["few"]).verdict is None
+    assert notes.versus_bayes(board.column_cells(walk)[0]).verdict == "matches"
     text = notes.findings(board)
-    assert "deterministic-walk: attn-paper-a (0.168 ± 0.006) stays at chance, closing on average less than 10% of " \
-           "the gap from the untrained accuracy to the optimum." in text
-    assert any(line.startswith("deterministic-walk: attn-paper-a dtype=float32 reaches the Bayes optimum (")
-               and "while attn-paper-a stays at chance" in line for line in text)
-    assert "random-walk: attn-paper-a (0.500 ± 0.025) reaches the Bayes-optimal accuracy 0.500 within the 95% " \
-           "interval." in text
-    gap = notes.gap_closed(cells["attn-paper-a"])
-    assert gap.mean == pytest.approx(((0.165 + 0.17 + 0.168) / 3 - 0.167) / (1 - 0.167))
+    assert ("deterministic-walk: attn-paper-a dtype=float32 (1.000 (1.000–1.000)) matches the Bayes optimum 1.000 "
+            "(equivalent within ±0.02, TOST at 5%).") in text
+    assert ("deterministic-walk: every model tested except attn-paper-a dtype=float32 (1.000 (1.000–1.000)) is below "
+            "the Bayes optimum 1.000 (95% interval of the difference below 0).") in text
+    assert any(line.startswith("deterministic-walk: attn-paper-a (0.167") and "stays at its untrained accuracy" in line
+               for line in text), text
+    assert any("attn-paper-a dtype=float32 (1.000" in line and "scores higher than attn-paper-a (0.167" in line
+               for line in text), text
+    assert "deterministic-walk: no claim about few (fewer than 3 seeds)." in text
+    assert "random-walk: attn-paper-a (0.500 (0.486–0.514)) matches the Bayes optimum 0.500 (equivalent within " \
+           "±0.02, TOST at 5%)." in text
 
 
-def test_no_model_at_the_optimum_names_the_best():
-    board = build(seeds(2, [0.6, 0.62], task_params={**WALK, "p": 0.8}, bayes=0.8))
-    (line,) = notes.findings(board)
-    assert line.startswith("random-walk: no model reaches the Bayes-optimal accuracy 0.800; the best, attn-paper-a,")
-    assert line.endswith("76% of the optimum.")
+def test_oracles_and_untrained_baselines_get_no_claims():
+    recs = (seeds(3, [0.5, 0.5, 0.5], model="bayes-optimal", train={**GD_NONE})
+            + seeds(3, [0.17, 0.16, 0.18], model="uniform", train={**GD_NONE}))
+    board = build(recs)
+    cells = {c.row.model: c for c in board.cells.values()}
+    assert notes.versus_bayes(cells["bayes-optimal"]) is None and notes.versus_untrained(cells["uniform"]) is None
+    assert not any("bayes-optimal" in line for line in notes.findings(board))
+    assert not cells["bayes-optimal"].best and cells["uniform"].best
 
 
-def test_protocol_states_seeds_recipes_lr_selection_and_failures():
+def test_protocol_states_seeds_coverage_lr_selection_and_failures():
     grid = {"optimizer": "adam", "lr": 0.01, "steps": 50, "batch_size": 0, "lr_grid": [0.01, 0.1]}
     recs = seeds(2, [0.5, 0.5], train=grid) + [record(seed=2, train=grid, error="RuntimeError: boom")]
     lines = notes.protocol(build(recs))
     assert "Seeds: 0,1 in every cell." in lines
     assert any("picks its learning rate per run from 0.01/0.1 by validation accuracy" in line for line in lines)
     assert any(line.startswith("1 of 3 runs failed") for line in lines)
-    assert any(line.startswith("Recipe of attn-paper-a: gd, lr 1, 50 steps") for line in lines)
+    coverage = next(line for line in notes.method() if line.startswith("Coverage of the nominal 95% interval"))
+    for entry in stats.coverage_table():
+        assert f"{entry.rate:.1%} (n={entry.seeds})" in coverage
 
 
 def test_null_metrics_are_left_out_not_averaged():
@@ -129,19 +130,4 @@ def test_null_metrics_are_left_out_not_averaged():
     recs[1]["curve"]["accuracy"][0] = None
     (cell,) = build(recs).cells.values()
     assert cell.metrics["svm_correlation"].n == 1 and cell.untrained is None
-    assert notes.gap_closed(cell) is None and not notes.at_chance(cell)
-
-
-def test_findings_group_models_and_explain_a_training_split_above_the_optimum():
-    scc = {"task": "scc-implicit-bias", "task_params": {"n": 6}, "eval_split": "train", "bayes": 0.25}
-    recs = [rec for i, model in enumerate(("a", "b", "c", "d"))
-            for rec in seeds(3, [0.98, 1.0, 0.99], model=model, diagnostics={"svm_correlation": 0.9 + i / 100}, **scc)]
-    recs += seeds(3, [0.2, 0.3, 0.25], model="e", **scc)
-    text = notes.findings(build(recs))
-    assert text == [
-        "scc-implicit-bias (train split): e (0.250 ± 0.124) reaches the Bayes-optimal accuracy 0.250 within the 95% "
-        "interval.",
-        "scc-implicit-bias (train split): every model except e (0.250 ± 0.124) exceeds the Bayes-optimal accuracy "
-        "0.250: on its train split a model can fit the sample beyond the optimum of the distribution.",
-        "scc-implicit-bias (train split): largest mean svm_correlation: d (0.930 ± 0.000).",
-    ]
+    assert notes.versus_untrained(cell) is None

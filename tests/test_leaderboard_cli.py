@@ -72,12 +72,14 @@ def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path
     assert len(list((out / "records" / "default").glob("*.json"))) == 3
     assert {p.name for p in (out / "plots").glob("*heatmap.png")} == {"paper-heatmap.png", "default-heatmap.png"}
     readme = (out / "README.md").read_text()
-    assert re.findall(r"^## (\w+)$", readme, flags=re.M) == ["paper", "default", "Regenerate"]
+    sections = ["Method", "paper", "default", "Tasks", "Models", "Regenerate"]
+    assert re.findall(r"^## (\w+)$", readme, flags=re.M) == sections
     assert f"tokbench run --suite paper --out {out.as_posix()}/records/paper" in readme
 
 
 def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("COLUMNS", "40")  # piped output ignores the width: names are never folded
+    write(tmp_path / "runs", _records())
     source = write(tmp_path / "a", _records()[:3])
     extra = write(tmp_path / "b", _records()[3:6])
     assert main(["leaderboard", "--records", str(source), "--records", str(extra), "--format", "json"]) == 0
@@ -85,9 +87,12 @@ def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
     assert [t["label"] for t in section["tasks"]] == ["deterministic-walk", "random-walk"]
     assert main(["leaderboard", "--records", str(source), "--format", "latex", "--out", str(tmp_path / "t")]) == 0
     assert (tmp_path / "t" / "leaderboard.tex").read_text().count(r"\toprule") == 2
-    assert main(["leaderboard", "--records", str(source)]) == 0
+    assert main(["leaderboard", "--records", str(source), "--records", str(extra)]) == 0
     terminal = capsys.readouterr().out
-    assert "bayes-optimal" in terminal and "0.500 ± 0.025" in terminal
+    assert "Bayes optimum (analytic)" in terminal and "attn-paper-a dtype=float32" not in terminal
+    assert main(["leaderboard", "--records", str(tmp_path / "runs")]) == 0
+    assert "attn-paper-a dtype=float32" in capsys.readouterr().out
+    assert re.search(r"0\.500 \(0\.\d{3}–0\.\d{3}\)", terminal)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -29,3 +29,18 @@ def test_run_then_leaderboard_escapes_plugin_strings(tmp_path, cli, plugin_site,
     assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert r"&lt;script&gt;alert(1)&lt;/script&gt; a\|b &amp; c" in md and r"tag=x\|y&amp;&lt;z&gt;" in md
+
+
+def test_labels_are_relative_to_the_specs_defaults_not_to_the_first_value(tmp_path, capsys):
+    """p=0.2 sorts before the default 0.5: the bare column must still be the default."""
+    runs = tmp_path / "runs"
+    small = ["--set", "task.train_size=16", "--set", "task.val_size=16", "--set", "task.test_size=16",
+             "--set", "task.context_length=6"]
+    for extra in ([], ["--set", "task.p=0.2"]):
+        args = ["run", "--task", "random-walk", "--model", "uniform", "--seeds", "1", *small, *extra,
+                "--out", str(runs), "-q", "-j", "1"]
+        assert main(args) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--records", str(runs), "--format", "json"]) == 0
+    (data,) = json.loads(capsys.readouterr().out)["sections"]
+    assert {t["label"]: t["params"]["p"] for t in data["tasks"]} == {"random-walk": 0.5, "random-walk p=0.2": 0.2}

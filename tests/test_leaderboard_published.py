@@ -1,10 +1,14 @@
 """The published leaderboard/ folder never drifts from the run records committed with it."""
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
 from tokbench.cli import build_parser
+from tokbench.leaderboard import notes
+from tokbench.leaderboard.stats import MIN_SEEDS
+from tokbench.leaderboard.views import column_header
 from tokbench.leaderboard.plots import PLOTS_DIR
 from tokbench.leaderboard.publish import RECORDS_DIR, plot_plans, published_texts
 from tokbench.leaderboard.records import load_sections
@@ -35,3 +39,24 @@ def test_published_folder_regenerates_from_its_records(monkeypatch):
         assert text == (PUBLISHED / name).read_text(encoding="utf-8"), f"leaderboard/{name} has drifted; {redo}"
     expected = sorted(f for plots in plot_plans(sections).values() for plot in plots for f in plot.files)
     assert sorted(p.name for p in (PUBLISHED / PLOTS_DIR).iterdir()) == expected, f"the plots have drifted; {redo}"
+
+
+def test_published_findings_make_no_forbidden_claim(monkeypatch):
+    """Claims come from tests: none under 3 seeds, none about oracles, none against the optimum on a training split."""
+    monkeypatch.chdir(ROOT)
+    for section in load_sections(build_parser().parse_args(_regenerate_command()).records):
+        board = section.board
+        lines = notes.findings(board)
+        assert lines, section.name
+        for line in lines:
+            assert not any(word in line for word in ("reaches", "exceeds", "at chance")), line
+            assert not re.search(r"\d ± \d", line), line  # intervals are (low–high), inside the range
+            assert "(oracle)" not in line and "bayes-optimal (" not in line, line
+        for column in board.training_columns:
+            assert not any(line.startswith(column_header(column)) and "Bayes" in line for line in lines)
+        for cell in board.cells.values():
+            for comparison in (notes.versus_bayes(cell), notes.versus_untrained(cell)):
+                if comparison is not None and len(cell.ok) < MIN_SEEDS:
+                    assert comparison.verdict is None, cell.row.label
+            if cell.accuracy is not None:
+                assert 0.0 <= cell.accuracy.low <= cell.accuracy.mean <= cell.accuracy.high <= 1.0

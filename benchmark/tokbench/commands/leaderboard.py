@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tokbench.errors import UsageError
 from tokbench.leaderboard.publish import FORMATS
+from tokbench.leaderboard.stats import INTERVAL
 
 DEFAULT_RECORDS = Path("runs")
 
@@ -13,8 +14,8 @@ DEFAULT_RECORDS = Path("runs")
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "leaderboard", help="aggregate run records into tables, notes and plots",
-        description="Aggregate run records (mean accuracy over seeds with a 95% Student's t interval, the "
-                    "Bayes optimum, diagnostics) and render them. Reads the records only, never the plugins.")
+        description=f"Aggregate run records (mean accuracy over seeds with its {INTERVAL}; claims from tests; the "
+                    "Bayes optimum; diagnostics) and render them. Reads the records only, never the plugins.")
     parser.add_argument("--records", action="append", metavar="[NAME=]DIR",
                         help="folder of run records, searched recursively; repeat to merge folders. NAME=DIR puts "
                              "the folder's records in a section of their own, e.g. one per suite "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,45 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
+from tokbench.leaderboard.stats import MATCHES, Stat, binomial_var, compare, metric_range, summarise
 
-CONFIDENCE = 0.95
-INTERVAL = "95% Student's t confidence interval across seeds (scipy.stats.t, n-1 degrees of freedom)"
 # Metrics of every successful run; any other metric is a diagnostic, present only where it applies.
 CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy")
-DIGITS = 3  # decimals shown for accuracies; "best" ties are judged at this precision
-
-
-@dataclass(frozen=True)
-class Stat:
-    """A mean over seeds and the half-width of its confidence interval (``None`` with one seed)."""
-
-    mean: float
-    half_width: float | None
-    n: int
-
-    @property
-    def low(self) -> float:
-        return self.mean - (self.half_width or 0.0)
-
-    @property
-    def high(self) -> float:
-        return self.mean + (self.half_width or 0.0)
-
-
-def summarise(values: Sequence[float]) -> Stat:
-    """Mean and Student's t interval of ``values`` (one per seed).
-
-    ``statistics`` computes in exact rational arithmetic, so the result does not depend on
-    the order of the seeds and equal values give a half-width of exactly 0.
-    """
-    from scipy import stats
-
-    n = len(values)
-    mean = statistics.mean(values)
-    if n < 2:
-        return Stat(mean, None, n)
-    t = float(stats.t.ppf((1 + CONFIDENCE) / 2, n - 1))
-    return Stat(mean, t * statistics.stdev(values) / math.sqrt(n), n)
+DIGITS = 3  # decimals shown for accuracies
+# Models that read the task's answer instead of learning it: marked, never bold, never in a claim.
+ORACLES = frozenset({"bayes-optimal"})
 
 
 def canonical(value: Any) -> str:
@@ -96,7 +63,19 @@ class Column:
     citation: str = ""
     label: str = ""
     slug: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)  # the spec's, when the records carry them
     bayes: Stat | None = None
+    bayes_by_seed: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def on_training_split(self) -> bool:
+        """Scored on the data it trains on: it measures what training finds, so it gets its own table."""
+        return self.eval_split == "train"
+
+    def examples(self, split: str) -> int | None:
+        """Sequences in ``split`` when the task declares its size (``test_size`` ...), else None."""
+        size = self.params.get(f"{split}_size")
+        return size if isinstance(size, int) and size > 0 else None
 
 
 @dataclass
@@ -113,6 +92,16 @@ class Row:
     recipe: str = ""
     label: str = ""
     slug: str = ""
+    defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
+
+    @property
+    def oracle(self) -> bool:
+        return self.model in ORACLES
+
+    @property
+    def trained(self) -> bool:
+        """Whether the recipe takes gradient steps (baselines take none)."""
+        return bool(self.train.get("steps"))
 
 
 @dataclass
@@ -123,6 +112,7 @@ class Cell:
     row: Row
     ok: list[dict[str, Any]] = field(default_factory=list)
     failed: list[dict[str, Any]] = field(default_factory=list)
+    not_applicable: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Stat] = field(default_factory=dict)
     untrained: Stat | None = None  # training accuracy at step 0, the model before any update
     steps: Stat | None = None
@@ -137,6 +127,38 @@ class Cell:
     @property
     def accuracy(self) -> Stat | None:
         return self.metrics.get("accuracy")
+
+    def values(self, metric: str) -> list[float]:
+        """The per-seed values of ``metric`` (seeds where it is null are left out)."""
+        return [r["metrics"][metric] for r in self.ok if r["metrics"].get(metric) is not None]
+
+    def untrained_values(self) -> list[float] | None:
+        """Per seed, the training accuracy at step 0 (the model before any update); None unless every seed has it."""
+        starts = [((r.get("curve") or {}).get("accuracy") or [None])[0] for r in self.ok]
+        return starts if starts and None not in starts else None
+
+    def eval_var(self, metric: str) -> float:
+        """The variance of one seed's ``metric`` from its finite evaluation set alone; 0 where it is unknown.
+
+        An accuracy on m sequences is a binomial proportion (an upper bound for per-position
+        scoring); ``excess_loss`` brings its own standard error.
+        """
+        if metric == "excess_loss":
+            errors = [r["metrics"].get("excess_loss_se") for r in self.ok]
+            return math.fsum(e * e for e in errors) / len(errors) if None not in errors else 0.0
+        split = self.column.eval_split if metric == "accuracy" else metric.removesuffix("_accuracy")
+        examples = self.column.examples(split) if metric.endswith("accuracy") else None
+        values = self.values(metric)
+        if examples is None or not values or metric in ("bayes_accuracy", "normalized_accuracy"):
+            return 0.0
+        return binomial_var(math.fsum(values) / len(values), examples, len(values))
+
+    def untrained_var(self) -> float:
+        examples = self.column.examples("train")
+        starts = self.untrained_values()
+        if examples is None or not starts:
+            return 0.0
+        return binomial_var(math.fsum(starts) / len(starts), examples, len(starts))
 
     @property
     def chosen_lrs(self) -> list[float]:
@@ -167,7 +189,16 @@ class Leaderboard:
         return [(cell, rec) for cell in self.cells.values() for rec in cell.failed]
 
     def record_count(self) -> int:
-        return sum(len(c.ok) + len(c.failed) for c in self.cells.values())
+        return sum(len(c.ok) + len(c.failed) + len(c.not_applicable) for c in self.cells.values())
+
+    @property
+    def test_columns(self) -> list[Column]:
+        """Columns scored on held-out data: the accuracy table, the heatmap and the Bayes claims."""
+        return [c for c in self.columns if not c.on_training_split]
+
+    @property
+    def training_columns(self) -> list[Column]:
+        return [c for c in self.columns if c.on_training_split]
 
 
 def _column_key(rec: dict[str, Any]) -> str:
@@ -185,21 +216,26 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     cells: dict[tuple[str, str], Cell] = {}
     for rec in sorted(records, key=lambda r: (r["task"], r["model"], r["seed"], r["config_hash"])):
         meta = rec.get("meta") or {}
+        defaults = meta.get("defaults") or {}
         column = columns.setdefault(_column_key(rec), Column(
             _column_key(rec), rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
-            meta.get("task_description", ""), meta.get("task_citation", "")))
+            meta.get("task_description", ""), meta.get("task_citation", ""), defaults=defaults.get("task") or {}))
+        row_defaults = {**(defaults.get("model") or {}),
+                        **{f"train.{k}": v for k, v in (defaults.get("train") or {}).items()}}
         row = rows.setdefault(_row_key(rec), Row(
             _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
-            meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", "")))
+            meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
+            defaults=row_defaults))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
-        (cell.ok if rec["status"] == "ok" else cell.failed).append(rec)
+        {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:
         raise UsageError("no run records to aggregate; run `tokbench run` first or pass --records DIR")
 
     weight: Counter[str] = Counter()
     for (col_key, row_key), cell in cells.items():
-        weight[col_key] += len(cell.ok) + len(cell.failed)
-        weight[row_key] += len(cell.ok) + len(cell.failed)
+        count = len(cell.ok) + len(cell.failed) + len(cell.not_applicable)
+        weight[col_key] += count
+        weight[row_key] += count
     _name_columns(list(columns.values()), weight)
     _name_rows(list(rows.values()), weight)
     for cell in cells.values():
@@ -207,7 +243,10 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     board = Leaderboard(sorted(columns.values(), key=lambda c: (c.task, c.label)),
                         sorted(rows.values(), key=lambda r: (r.model, r.label)), cells)
     for column in board.columns:
-        column.bayes = _bayes(board.column_cells(column))
+        column.bayes_by_seed = _bayes(board.column_cells(column))
+        if column.bayes_by_seed:
+            column.bayes = summarise([column.bayes_by_seed[s] for s in sorted(column.bayes_by_seed)],
+                                     bounds=metric_range("bayes_accuracy"))
         _mark_best(board.column_cells(column))
     return board
 
@@ -219,39 +258,47 @@ def _summarise_cell(cell: Cell) -> None:
     for name in names:
         # A diagnostic is absent where it does not apply (null where it was not finite); it is averaged
         # over the runs that have it.
-        cell.metrics[name] = summarise([r["metrics"][name] for r in cell.ok if r["metrics"].get(name) is not None])
-    starts = [r["curve"]["accuracy"][0] for r in cell.ok if (r.get("curve") or {}).get("accuracy")]
-    cell.untrained = summarise(starts) if len(starts) == len(cell.ok) and None not in starts else None
+        cell.metrics[name] = summarise(cell.values(name), cell.eval_var(name), metric_range(name))
+    starts = cell.untrained_values()
+    cell.untrained = summarise(starts, cell.untrained_var(), metric_range("accuracy")) if starts else None
     for name in ("steps", "final_loss", "wall_seconds"):
         values = [r["train"][name] for r in cell.ok if _finite(r["train"].get(name))]
-        setattr(cell, name, summarise(values) if values else None)
+        setattr(cell, name, summarise(values, bounds=metric_range(name)) if values else None)
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _bayes(cells: list[Cell]) -> Stat | None:
-    """The column's Bayes-optimal accuracy: one value per seed (the data depend on the seed, not the model)."""
+def _bayes(cells: list[Cell]) -> dict[int, float]:
+    """The column's Bayes-optimal accuracy by seed (the data depend on the seed, not the model)."""
     per_seed: dict[int, float] = {}
     for cell in cells:
         for rec in cell.ok:
             if rec["metrics"].get("bayes_accuracy") is not None:
                 per_seed.setdefault(rec["seed"], rec["metrics"]["bayes_accuracy"])
-    return summarise([per_seed[s] for s in sorted(per_seed)]) if per_seed else None
+    return per_seed
 
 
 def _mark_best(cells: list[Cell]) -> None:
-    scored = [(round(c.accuracy.mean, DIGITS), c) for c in cells if c.accuracy is not None]
-    if scored:
-        top = max(score for score, _ in scored)
-        for score, cell in scored:
-            cell.best = score == top
+    """Bold: the highest mean among learned models, and every mean shown equivalent to it.
+
+    Equivalent: on the same seeds, the per-seed difference is within +-``MARGIN`` by
+    :func:`stats.compare` (at least 3 seeds); oracles are never best.
+    """
+    scored = [c for c in cells if c.accuracy is not None and not c.row.oracle]
+    if not scored:
+        return
+    top = max(scored, key=lambda c: c.accuracy.mean)
+    for cell in scored:
+        cell.best = cell.accuracy.mean == top.accuracy.mean or (cell.seeds == top.seeds and compare(
+            cell.values("accuracy"), top.values("accuracy"),
+            cell.eval_var("accuracy") + top.eval_var("accuracy")).verdict == MATCHES)
 
 
 def _name_columns(columns: list[Column], weight: Counter[str]) -> None:
     flats = [{"version": c.version, "split": c.eval_split, **c.params} for c in columns]
-    labels = _labels([c.task for c in columns], flats, [weight[c.key] for c in columns])
+    labels = _labels([c.task for c in columns], flats, [weight[c.key] for c in columns], [c.defaults for c in columns])
     for column, label in zip(columns, labels):
         column.label = label
     _slugs(columns)
@@ -259,19 +306,21 @@ def _name_columns(columns: list[Column], weight: Counter[str]) -> None:
 
 def _name_rows(rows: list[Row], weight: Counter[str]) -> None:
     flats = [{"version": r.version, **r.params, **{f"train.{k}": v for k, v in r.train.items()}} for r in rows]
-    labels = _labels([r.model for r in rows], flats, [weight[r.key] for r in rows])
+    labels = _labels([r.model for r in rows], flats, [weight[r.key] for r in rows], [r.defaults for r in rows])
     for row, label in zip(rows, labels):
         row.label = label
     _slugs(rows)
 
 
-def _labels(names: list[str], flats: list[dict[str, Any]], weights: list[int]) -> list[str]:
+def _labels(names: list[str], flats: list[dict[str, Any]], weights: list[int],
+            defaults: list[dict[str, Any]]) -> list[str]:
     """Name each configuration after its plugin name plus the parameters that set it apart.
 
     Among configurations of the same name, each parameter whose value differs has a
-    base value: the one carried by the most records (the default suite runs defaults
-    everywhere). A label lists only the parameters that differ from their base, e.g.
-    ``attn-paper-a dtype=float32``; two configurations never get the same label.
+    base value: the spec's default, which the records carry in ``meta.defaults``
+    (older records do not: then the value carried by the most records). A label lists
+    only the parameters that differ from their base, e.g. ``attn-paper-a dtype=float32``;
+    two configurations never get the same label.
     """
     labels = list(names)
     groups: dict[str, list[int]] = defaultdict(list)
@@ -284,10 +333,14 @@ def _labels(names: list[str], flats: list[dict[str, Any]], weights: list[int]) -
             values = {i: canonical(flats[i].get(key)) for i in members}
             if len(set(values.values())) == 1:
                 continue
-            counts: Counter[str] = Counter()
-            for i in members:
-                counts[values[i]] += weights[i]
-            base = min(counts, key=lambda v: (-counts[v], v))
+            stated = {canonical(defaults[i][key]) for i in members if key in defaults[i]}
+            if len(stated) == 1 and all(key in defaults[i] for i in members):
+                base = stated.pop()
+            else:
+                counts: Counter[str] = Counter()
+                for i in members:
+                    counts[values[i]] += weights[i]
+                base = min(counts, key=lambda v: (-counts[v], v))
             for i in members:
                 if values[i] != base:
                     labels[i] += f" {key}={format_value(flats[i].get(key))}"

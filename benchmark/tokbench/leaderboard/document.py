@@ -6,8 +6,10 @@ from dataclasses import dataclass
 from typing import Union
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import Leaderboard, Section
-from tokbench.leaderboard.views import Table, column_header, detail_table, failures_table, main_table
+from tokbench.leaderboard.aggregate import Leaderboard, Section, format_params
+from tokbench.leaderboard.stats import INTERVAL
+from tokbench.leaderboard.views import (Table, column_header, detail_table, failures_table, main_table, row_header,
+                                        training_table)
 
 TITLE = "tokbench leaderboard"
 
@@ -47,11 +49,13 @@ def _citation(citation: str) -> str:
 
 
 def document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] | None = None,
-             commands: Sequence[str] = (), brief: bool = False) -> list[Block]:
-    """Per section: tables, findings, protocol, descriptions, plots and failures; then the regenerate commands.
+             commands: Sequence[str] = (), brief: bool = False, details: str | None = None) -> list[Block]:
+    """Per section: tables, findings, protocol, configurations, plots and failures; then every task and model
+    description once, and the regenerate commands.
 
     ``images`` maps a section name to its plots. ``brief`` keeps the main table, the
-    findings and the failures (for the terminal).
+    findings and the failures (for the terminal). ``details`` names a separate document
+    holding the per-task detail tables (:func:`details_document`) instead of including them.
     """
     records = sum(s.board.record_count() for s in sections)
     failed = sum(len(s.board.failed()) for s in sections)
@@ -60,41 +64,87 @@ def document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] 
         Paragraph(f"Computed by tokbench leaderboard from {records} run records ({failed} failed); "
                   "never edited by hand."),
     ]
+    if not brief:
+        blocks += [Heading("Method", 2), Bullets(notes.method())]
     for section in sections:
         level = 2
         if section.name:
             blocks.append(Heading(section.name, 2))
             level = 3
-        blocks += _board(section.board, (images or {}).get(section.name, ()), brief, level)
+        blocks += _board(section.board, (images or {}).get(section.name, ()), brief, level, details)
+    if not brief:
+        boards = [s.board for s in sections]
+        blocks += [
+            Heading("Tasks", 2),
+            Bullets(_descriptions([(c.task, c.version, c.description, c.citation) for b in boards for c in b.columns])),
+            Heading("Models", 2),
+            Paragraph("A description states the model's defaults; a row's label names the parameters it changes, "
+                      "and its configuration (parameters and recipe) says what it ran."),
+            Bullets(_descriptions([(r.model, r.version, r.description, r.citation) for b in boards for r in b.rows])),
+        ]
     if commands:
         blocks += [Heading("Regenerate", 2), Code(list(commands))]
     return blocks
 
 
-def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int) -> list[Block]:
-    failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
+def details_document(sections: Sequence[Section]) -> list[Block]:
+    """Per section: each row's parameters and recipe, then every metric of every model, one table per task."""
+    blocks: list[Block] = [Heading(f"{TITLE}: details", 1)]
+    for section in sections:
+        level = 2
+        if section.name:
+            blocks.append(Heading(section.name, 2))
+            level = 3
+        blocks += _details(section.board, level)
+    return blocks
+
+
+def _details(board: Leaderboard, level: int) -> list[Block]:
     blocks: list[Block] = [
-        Heading("Accuracy", level),
-        Paragraph("Mean accuracy over seeds ± the half-width of the 95% Student's t interval; bold marks the best "
-                  "mean in each column. Task parameters:"),
-        main_table(board),
-        Heading("Findings", level),
-        Bullets(notes.findings(board)),
+        Heading("Configurations", level),
+        Bullets([f"{row_header(r)}: {format_params(r.params) or 'no parameters'}; recipe: {r.recipe}"
+                 for r in board.rows]),
     ]
+    for column in board.columns:
+        blocks += [Heading(column_header(column), level), detail_table(board, column)]
+    return blocks
+
+
+def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
+    failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
+    blocks: list[Block] = []
+    if (accuracy := main_table(board)) is not None:
+        blocks += [Heading("Accuracy", level),
+                   Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
+                             "learned model of each column and those shown equivalent to it; oracles are marked "
+                             "and never bold. Task parameters:"),
+                   accuracy]
+    if (training := training_table(board)) is not None:
+        blocks += [Heading("Scored on the training split", level),
+                   Paragraph("These tasks measure what training finds on the sample it trains on (fitting the "
+                             "sample can exceed the distribution's optimum), so they have their own metrics and "
+                             "no Bayes optimum. Task parameters:"),
+                   training]
+    blocks += [Heading("Findings", level), Bullets(notes.findings(board))]
     if brief:
         return blocks + failures
     blocks += [
         Heading("Protocol", level),
         Bullets(notes.protocol(board)),
-        Heading("Tasks", level),
-        Bullets([f"{column_header(c)} (version {c.version}): {c.description}{_citation(c.citation)}"
-                 for c in board.columns]),
-        Heading("Models", level),
-        Bullets([f"{r.label} (version {r.version}): {r.description}{_citation(r.citation)}" for r in board.rows]),
         Heading("Details per task", level),
     ]
-    for column in board.columns:
-        blocks += [Heading(column_header(column), level + 1), detail_table(board, column)]
+    if details:
+        blocks.append(Paragraph(f"The parameters and recipe of every row, and every metric of every model with "
+                                f"seeds, steps and time: see {details}."))
+    else:
+        blocks += _details(board, level + 1)
     if images:
         blocks += [Heading("Plots", level), *images]
     return blocks + failures
+
+
+def _descriptions(items: list[tuple[str, str, str, str]]) -> list[str]:
+    """One line per (name, version): a description is printed once, however many configurations share it."""
+    unique = sorted(dict.fromkeys(items))
+    return [f"{name} (version {version}): {description}{_citation(citation)}"
+            for name, version, description, citation in unique]

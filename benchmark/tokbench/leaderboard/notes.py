@@ -1,69 +1,46 @@
 """The protocol and the findings of a leaderboard, written by rules from its numbers.
 
-No number here is typed: each sentence is built from the aggregated records.
-Two verdicts drive the findings:
+No number here is typed: each sentence is built from the aggregated records, and
+every claim is a test from :mod:`tokbench.leaderboard.stats` (never an overlap of
+intervals):
 
-- *reaches the Bayes optimum*: the upper end of the 95% interval of the
-  normalised accuracy (accuracy / Bayes-optimal accuracy) is at least 1; it
-  *exceeds* it when the lower end is above 1 (on a training split a model can fit
-  the sample beyond the optimum of the distribution);
-- *stays at chance*: on average over seeds, the model closes less than
-  ``CHANCE_GAP`` of the gap from its untrained accuracy (the training accuracy at
-  step 0) to the Bayes optimum. The mean, not the interval: with a few seeds the
-  interval of that ratio is too wide to say anything, while the mean of a model
-  that never moved stays near 0.
+- *matches the Bayes optimum*: the per-seed difference between the model's
+  accuracy and the optimum is equivalent to 0 within +-``MARGIN`` (TOST);
+- *below the Bayes optimum*: the 95% interval of that difference is below 0;
+- *stays at its untrained accuracy* (chance, named): the per-seed difference
+  from the model's own accuracy before training (its training accuracy at step 0)
+  is equivalent to 0 within +-``MARGIN``;
+- *differs from*: a variant and its base configuration differ by a Welch test.
 
-With one seed there is no interval and the single value is judged.
+No claim is made about a cell with fewer than ``MIN_SEEDS`` seeds, about an
+oracle, or about a task scored on its training split against the optimum.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 from typing import Any
 
-from tokbench.leaderboard.aggregate import DIGITS, INTERVAL, Cell, Leaderboard, Stat, format_value, summarise
-from tokbench.leaderboard.views import Measure, column_header, measure_text, seeds_text
-
-CHANCE_GAP = 0.1
-
-
-def reaches_bayes(cell: Cell) -> bool:
-    """True when the upper end of the 95% interval of the normalised accuracy is at least 1."""
-    stat = cell.metrics.get("normalized_accuracy")
-    return stat is not None and stat.high >= 1.0
+from tokbench.leaderboard import stats
+from tokbench.leaderboard.aggregate import DIGITS, Cell, Leaderboard, format_value
+from tokbench.leaderboard.stats import ABOVE, BELOW, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
+from tokbench.leaderboard.views import Measure, column_header, measure_text, row_header, seeds_text
 
 
-def exceeds_bayes(cell: Cell) -> bool:
-    """True when even the lower end of the 95% interval of the normalised accuracy is above 1."""
-    stat = cell.metrics.get("normalized_accuracy")
-    return stat is not None and stat.low > 1.0
+def versus_bayes(cell: Cell) -> Comparison | None:
+    """The cell's accuracy against the Bayes optimum on the same seeds; None where there is no optimum to test."""
+    optimum = cell.column.bayes_by_seed
+    if cell.column.on_training_split or cell.row.oracle or not cell.ok or any(s not in optimum for s in cell.seeds):
+        return None
+    return stats.compare(cell.values("accuracy"), [optimum[s] for s in cell.seeds], cell.eval_var("accuracy"))
 
 
-def gap_closed(cell: Cell) -> Stat | None:
-    """Per seed, (accuracy - untrained) / (Bayes - untrained), across seeds; None where undefined."""
-    fractions = []
-    for rec in cell.ok:
-        start = (rec.get("curve") or {}).get("accuracy") or [None]
-        bayes = rec["metrics"].get("bayes_accuracy")
-        if start[0] is None or bayes is None or bayes <= start[0]:
-            return None
-        fractions.append((rec["metrics"]["accuracy"] - start[0]) / (bayes - start[0]))
-    return summarise(fractions) if fractions else None
-
-
-def at_chance(cell: Cell) -> bool:
-    """True when the model closes, on average over seeds, less than ``CHANCE_GAP`` of the gap to the optimum."""
-    closed = gap_closed(cell)
-    return closed is not None and closed.mean < CHANCE_GAP
-
-
-def _verdict(cell: Cell) -> str:
-    accuracy = measure_text(Measure(cell.accuracy))
-    if reaches_bayes(cell):
-        return f"reaches the Bayes optimum ({accuracy})"
-    if at_chance(cell):
-        return f"stays at chance ({accuracy})"
-    normalized = cell.metrics.get("normalized_accuracy")  # optional in a valid record
-    return f"reaches {accuracy}" + (f", {normalized.mean:.0%} of the optimum" if normalized else "")
+def versus_untrained(cell: Cell) -> Comparison | None:
+    """The cell's accuracy against its own untrained accuracy (a trained model's chance level), paired by seed."""
+    starts = cell.untrained_values()
+    if not cell.row.trained or cell.row.oracle or not starts or len(cell.values("accuracy")) != len(starts):
+        return None
+    return stats.compare(cell.values("accuracy"), starts, cell.eval_var("accuracy") + cell.untrained_var())
 
 
 def _names(labels: list[str]) -> str:
@@ -74,14 +51,21 @@ def _with_accuracy(cell: Cell) -> str:
     return f"{cell.row.label} ({measure_text(Measure(cell.accuracy))})"
 
 
+NAMED_WITH_ACCURACY = 3  # longer lists name the models only: the table has their numbers
+
+
+def _list(cells: list[Cell]) -> str:
+    return _names([_with_accuracy(c) if len(cells) <= NAMED_WITH_ACCURACY else c.row.label for c in cells])
+
+
 def _who(chosen: list[Cell], cells: list[Cell]) -> tuple[str, bool]:
     """Name ``chosen`` among ``cells`` as briefly as is exact; the flag says whether the verb is plural."""
     if len(cells) > 1 and len(chosen) == len(cells):
-        return "every model", False
-    if len(cells) > 3 and len(chosen) > len(cells) / 2:
-        rest = [c for c in cells if c not in chosen]
-        return f"every model except {_names([_with_accuracy(c) for c in rest])}", False
-    return _names([_with_accuracy(c) for c in chosen]), len(chosen) > 1
+        return "every model tested", False
+    rest = [c for c in cells if c not in chosen]
+    if rest and len(rest) < len(chosen) and len(rest) <= NAMED_WITH_ACCURACY:
+        return f"every model tested except {_list(rest)}", False
+    return _list(chosen), len(chosen) > 1
 
 
 def _sentence(subject: tuple[str, bool], singular: str, plural: str, rest: str) -> str:
@@ -90,37 +74,60 @@ def _sentence(subject: tuple[str, bool], singular: str, plural: str, rest: str) 
 
 
 def findings(board: Leaderboard) -> list[str]:
-    """Short statements of what the numbers show, per task and rule."""
+    """Short statements of what the tests show, per task and rule."""
     lines: list[str] = []
     for column in board.columns:
-        cells = [c for c in board.column_cells(column) if c.accuracy is not None]
-        if not cells or column.bayes is None:
+        cells = [c for c in board.column_cells(column) if c.accuracy is not None and not c.row.oracle]
+        if not cells:
             continue
         name = column_header(column)
-        bayes = f"{column.bayes.mean:.{DIGITS}f}"
-        exceeded = [c for c in cells if exceeds_bayes(c)]
-        reached = [c for c in cells if reaches_bayes(c) and c not in exceeded]
-        if reached:
-            lines.append(f"{name}: " + _sentence(_who(reached, cells), "reaches", "reach",
-                                                 f"the Bayes-optimal accuracy {bayes} within the 95% interval."))
-        if exceeded:
-            why = (f": on its {column.eval_split} split a model can fit the sample beyond the optimum of the "
-                   "distribution" if column.eval_split != "test" else ", beyond the 95% interval")
-            lines.append(f"{name}: " + _sentence(_who(exceeded, cells), "exceeds", "exceed",
-                                                 f"the Bayes-optimal accuracy {bayes}{why}."))
-        if not reached and not exceeded:
-            best = max(cells, key=lambda c: c.accuracy.mean)
-            lines.append(f"{name}: no model reaches the Bayes-optimal accuracy {bayes}; the best, {best.row.label}, "
-                         f"{_verdict(best).removeprefix('reaches ')}.")
-        stuck = [c for c in cells if at_chance(c)]
+        tested = [c for c in cells if len(c.ok) >= MIN_SEEDS]
+        few = [c for c in cells if len(c.ok) < MIN_SEEDS]
+        if column.bayes is not None and not column.on_training_split:
+            lines += _bayes_findings(name, column.bayes.mean, tested)
+        stuck = [c for c in tested if (v := versus_untrained(c)) is not None and v.verdict == MATCHES]
+        trained = [c for c in tested if versus_untrained(c) is not None]
         if stuck:
-            lines.append(f"{name}: " + _sentence(_who(stuck, cells), "stays", "stay",
-                                                 f"at chance, closing on average less than {CHANCE_GAP:.0%} of the "
-                                                 "gap from the untrained accuracy to the optimum."))
-        lines.extend(_variant_contrasts(name, cells))
+            lines.append(f"{name}: " + _sentence(_who(stuck, trained), "stays", "stay",
+                                                 "at its untrained accuracy (the training accuracy at step 0, "
+                                                 f"{_untrained_text(stuck)}), equivalent within ±{MARGIN:g}."))
+        lines.extend(_variant_contrasts(name, tested))
+        if few:
+            lines.append(f"{name}: no claim about {_names([c.row.label for c in few])} (fewer than {MIN_SEEDS} "
+                         "seeds).")
         largest = [_largest(cells, diagnostic) for diagnostic in board.diagnostics(column)]
         if largest:
             lines.append(f"{name}: " + "; ".join(largest) + ".")
+    return lines
+
+
+def _untrained_text(cells: list[Cell]) -> str:
+    values = sorted({f"{c.untrained.mean:.{DIGITS}f}" for c in cells if c.untrained is not None})
+    return _names(values).replace(" and ", " or ") if len(values) > 1 else values[0]
+
+
+def _bayes_findings(name: str, optimum: float, cells: list[Cell]) -> list[str]:
+    verdicts = {c.row.key: versus_bayes(c) for c in cells}
+    groups: dict[str | None, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        comparison = verdicts[cell.row.key]
+        groups[comparison.verdict if comparison else None].append(cell)
+    bayes = f"the Bayes optimum {optimum:.{DIGITS}f}"
+    lines = []
+    if groups[MATCHES]:
+        lines.append(f"{name}: " + _sentence(_who(groups[MATCHES], cells), "matches", "match",
+                                             f"{bayes} (equivalent within ±{MARGIN:g}, TOST at 5%)."))
+    if groups[BELOW]:
+        lines.append(f"{name}: " + _sentence(_who(groups[BELOW], cells), "is", "are",
+                                             f"below {bayes} (95% interval of the difference below 0)."))
+    if groups[UNDECIDED]:
+        lines.append(f"{name}: " + _sentence(_who(groups[UNDECIDED], cells), "is", "are",
+                                             f"neither shown to match {bayes} within ±{MARGIN:g} nor shown below "
+                                             "it (more seeds would decide)."))
+    if groups[ABOVE]:
+        lines.append(f"{name}: " + _sentence(_who(groups[ABOVE], cells), "scores", "score",
+                                             f"above {bayes} on held-out data, which only chance or a wrong "
+                                             "optimum allows: check the task."))
     return lines
 
 
@@ -130,7 +137,7 @@ def _largest(cells: list[Cell], diagnostic: str) -> str:
 
 
 def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
-    """Where a parameter variant of a model gets another verdict than the model's base configuration."""
+    """Where a parameter variant of a model differs from the model's base configuration (Welch test)."""
     by_model: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_model[cell.row.model].append(cell)
@@ -142,33 +149,65 @@ def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
         for variant in group:
             if variant is base:
                 continue
-            if (reaches_bayes(variant), at_chance(variant)) != (reaches_bayes(base), at_chance(base)):
-                lines.append(f"{name}: {variant.row.label} {_verdict(variant)}, while {base.row.label} "
-                             f"{_verdict(base)}.")
+            a, b = variant.values("accuracy"), base.values("accuracy")
+            if stats.differs(a, variant.eval_var("accuracy"), b, base.eval_var("accuracy")):
+                direction = "higher" if stats.mean(a) > stats.mean(b) else "lower"
+                lines.append(f"{name}: {_with_accuracy(variant)} scores {direction} than {_with_accuracy(base)} "
+                             "(95% Welch interval of the difference excludes 0).")
     return lines
 
 
-def protocol(board: Leaderboard) -> list[str]:
-    """How the numbers were made: metric, interval, seeds, splits, recipes, lr selection, provenance."""
-    lines = [
+@lru_cache(maxsize=1)
+def _coverage_text() -> str:
+    """The coverage simulation of the interval, as a sentence (computed, then cached for this process)."""
+    by_sd: dict[float, list[stats.Coverage]] = defaultdict(list)
+    for entry in stats.coverage_table():
+        by_sd[entry.seed_sd].append(entry)
+    parts = []
+    for sd, entries in by_sd.items():
+        rates = ", ".join(f"{e.rate:.1%} (n={e.seeds})" for e in entries)
+        parts.append(f"seed-to-seed sd {sd:g}: {rates}" if sd else f"no seed-to-seed variation: {rates}")
+    return (f"Coverage of the nominal {stats.CONFIDENCE:.0%} interval, simulated on "
+            f"{stats.COVERAGE_TRIALS} synthetic cells per setting (true accuracy {stats.COVERAGE_MEAN:g} with normal "
+            f"seed-to-seed variation, each seed scored on {stats.COVERAGE_EXAMPLES} fresh test sequences): "
+            + "; ".join(parts) + ". Where the evaluation sets' error dominates, the interval is conservative.")
+
+
+def method() -> list[str]:
+    """How every number and claim is made, the same for every section: metric, interval, coverage, tests."""
+    return [
         "Each cell is the mean of metrics.accuracy over seeds on the task's evaluation split (the test split "
-        f"unless the column names another); ± is the half-width of the {INTERVAL}. "
-        "A cell with one seed shows n=1 and no interval. The bayes-optimal row is the optimum each task reports "
-        "for its data (mean over seeds).",
+        f"unless the column names another); the parenthesis is the {stats.INTERVAL}. A cell with one seed shows "
+        "n=1 and no interval; n/a marks a pairing that does not apply (e.g. a task scored at every position "
+        "and a model that predicts only the last one).",
+        _coverage_text(),
+        f"Claims are tests on per-seed differences, never overlaps of intervals: a model matches the Bayes optimum "
+        f"when the difference is equivalent to 0 within ±{MARGIN:g} (two one-sided tests at 5%); it is below it "
+        "when the 95% interval of the difference lies below 0; it stays at its untrained accuracy (its training "
+        f"accuracy at step 0) when that difference is equivalent to 0 within ±{MARGIN:g}; a variant differs from "
+        f"its base configuration when the 95% Welch interval excludes 0. No claim is made with fewer than "
+        f"{MIN_SEEDS} seeds. Bold marks the highest mean of a column among learned models and every mean shown "
+        f"equivalent to it within ±{MARGIN:g} on the same seeds.",
+        "The Bayes optimum row is the analytic optimum each task reports for its data (mean over seeds). Oracle "
+        "rows, marked (oracle), are models that read the task's answer (e.g. the task's own Bayes predictor): "
+        "they check the task and are never bold nor in a claim.",
         "Every task draws separate train, validation and test splits from each seed (their sizes are task "
         "parameters); models are trained on the train split only.",
     ]
+
+
+def protocol(board: Leaderboard) -> list[str]:
+    """What is particular to one leaderboard: seeds, training-split tasks, lr selection, provenance, failures."""
+    lines = []
     seed_sets = {tuple(c.seeds) for c in board.cells.values() if c.ok}
     if len(seed_sets) == 1:
         lines.append(f"Seeds: {seeds_text(list(next(iter(seed_sets))))} in every cell.")
     else:
         lines.append("Seeds differ between cells; the detail tables list them.")
-    for column in board.columns:
-        if column.eval_split != "test":
-            lines.append(f"{column.label} is scored on its {column.eval_split} split: it measures what training "
-                         "finds, not generalisation.")
+    for column in board.training_columns:
+        lines.append(f"{column.label} is scored on its {column.eval_split} split: it measures what training "
+                     "finds, not generalisation, so it has its own table and no Bayes optimum.")
     for row in board.rows:
-        lines.append(f"Recipe of {row.label}: {row.recipe}.")
         grid = row.train.get("lr_grid")
         if grid:
             chosen = sorted({lr for c in board.cells.values() if c.row is row for lr in c.chosen_lrs})
@@ -197,10 +236,15 @@ def _provenance(board: Leaderboard) -> str:
             f"Python {joined('python')}, on {joined('device')}.")
 
 
+def _comparison_json(comparison: Comparison | None) -> dict[str, Any] | None:
+    if comparison is None:
+        return None
+    return {"difference": comparison.difference, "low": comparison.low, "high": comparison.high,
+            "n": comparison.n, "verdict": comparison.verdict}
+
+
 def verdicts(cell: Cell) -> dict[str, Any]:
-    """The machine-readable form of the verdicts, for the JSON output."""
-    closed = gap_closed(cell)
-    return {"reaches_bayes": reaches_bayes(cell) if cell.ok else None,
-            "exceeds_bayes": exceeds_bayes(cell) if cell.ok else None,
-            "at_chance": at_chance(cell) if closed is not None else None,
-            "gap_closed": None if closed is None else {"mean": closed.mean, "ci95": closed.half_width}}
+    """The machine-readable form of the tests, for the JSON output (``verdict`` null: no claim)."""
+    return {"versus_bayes": _comparison_json(versus_bayes(cell)),
+            "versus_untrained": _comparison_json(versus_untrained(cell)),
+            "oracle": cell.row.oracle, "label": row_header(cell.row)}

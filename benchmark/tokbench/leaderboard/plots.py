@@ -17,7 +17,8 @@ from typing import Any
 
 from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard
 from tokbench.leaderboard.document import Image
-from tokbench.leaderboard.views import column_header
+from tokbench.leaderboard.stats import seed_mean
+from tokbench.leaderboard.views import column_header, row_header
 
 PLOTS_DIR = "plots"
 _PNG = {"Software": None}
@@ -52,14 +53,16 @@ def _save(fig: Any, folder: Path, stem: str, svg: bool) -> None:
 
 
 def heatmap(board: Leaderboard) -> Any:
-    """Normalised accuracy (accuracy / Bayes optimum, mean over seeds), models x tasks."""
+    """Normalised accuracy (accuracy / Bayes optimum, mean over seeds), models x held-out tasks."""
+    columns = board.test_columns
+    rows = [r for r in board.rows if any(board.cell(c, r) for c in columns)]
     values = [[(c.metrics["normalized_accuracy"].mean if c and "normalized_accuracy" in c.metrics else math.nan)
-               for c in (board.cell(col, row) for col in board.columns)] for row in board.rows]
-    fig = _figure(2.0 + 1.3 * len(board.columns), 1.5 + 0.45 * len(board.rows))
+               for c in (board.cell(col, row) for col in columns)] for row in rows]
+    fig = _figure(2.0 + 1.3 * len(columns), 1.5 + 0.45 * len(rows))
     ax = fig.add_subplot()
     image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(board.columns)), [_text(column_header(c)) for c in board.columns], rotation=30, ha="right")
-    ax.set_yticks(range(len(board.rows)), [_text(r.label) for r in board.rows])
+    ax.set_xticks(range(len(columns)), [_text(column_header(c)) for c in columns], rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), [_text(row_header(r)) for r in rows])
     for i, line in enumerate(values):
         for j, value in enumerate(line):
             if not math.isnan(value):
@@ -72,11 +75,7 @@ def heatmap(board: Leaderboard) -> Any:
 
 def _mean_series(series: Sequence[Sequence[float | None]]) -> list[float]:
     """Pointwise mean over seeds; a missing (non-finite) value is left out of its point."""
-    means = []
-    for points in zip(*series):
-        finite = [p for p in points if p is not None]
-        means.append(math.fsum(finite) / len(finite) if finite else math.nan)
-    return means
+    return [seed_mean(points) for points in zip(*series)]
 
 
 def mean_curve(cell: Cell) -> dict[str, list[float]] | None:
@@ -185,7 +184,8 @@ def plan(board: Leaderboard, prefix: str = "") -> list[Plot]:
     def image(caption: str, stem: str) -> Image:
         return Image(caption, f"{PLOTS_DIR}/{prefix}{stem}.png")
 
-    plots = [Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True)]
+    plots = ([Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True)]
+             if board.test_columns else [])
     for column in board.columns:
         name = column_header(column)
         if lines := curve_lines(board, column):

@@ -1,8 +1,8 @@
 """Write a leaderboard: one text format, or the whole published folder.
 
-The published folder holds README.md, leaderboard.csv, leaderboard.json,
-leaderboard.tex, index.html, plots/ and the run records behind them in
-records/, so it regenerates from its own contents.
+The published folder holds README.md (with its detail tables in details.md),
+leaderboard.csv, leaderboard.json, leaderboard.tex, index.html, plots/ and the
+run records behind them in records/, so it regenerates from its own contents.
 
 Publishing only adds or replaces the files it writes, each atomically. Files it
 did not write (records of sections not published this time, plots of an older
@@ -24,16 +24,17 @@ FILES = {"md": "README.md", "csv": "leaderboard.csv", "json": "leaderboard.json"
          "latex": "leaderboard.tex"}
 FORMATS = ("terminal", *FILES, "all")
 RECORDS_DIR = "records"
+DETAILS_FILE = "details.md"  # the published README links its per-task detail tables here, to stay short
 
 
 def render(sections: Sequence[Section], fmt: str, images: Mapping[str, Sequence[Image]] | None = None,
-           commands: Sequence[str] = ()) -> str:
-    """The leaderboard as text in ``fmt`` (one of ``FILES``)."""
+           commands: Sequence[str] = (), details: str | None = None) -> str:
+    """The leaderboard as text in ``fmt`` (one of ``FILES``); Markdown links ``details`` for its detail tables."""
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_csv, to_html, to_json, to_latex, to_markdown
 
     if fmt == "md":
-        return to_markdown(document(sections, images, commands))
+        return to_markdown(document(sections, images, commands, details=details))
     if fmt == "html":
         return to_html(document(sections, images, commands))
     return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](sections)
@@ -46,7 +47,10 @@ def show(sections: Sequence[Section], console: Any = None) -> None:
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
 
-    to_terminal(document(sections, brief=True), console or Console())
+    console = console or Console()
+    if not console.is_terminal:  # piped: full names, never folded at 80 columns
+        console = Console(file=console.file, width=100_000, color_system=None)
+    to_terminal(document(sections, brief=True), console)
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
@@ -86,9 +90,13 @@ def plot_plans(sections: Sequence[Section]) -> dict[str, list[Plot]]:
 
 def published_texts(sections: Sequence[Section], out: Path) -> dict[str, str]:
     """The text files of the published folder ``out`` by name, linking the plots that :func:`publish` draws."""
+    from tokbench.leaderboard.document import details_document
+    from tokbench.leaderboard.render import to_markdown
+
     images = {name: [plot.image for plot in plots] for name, plots in plot_plans(sections).items()}
     commands = regenerate_commands(sections, out)
-    return {name: render(sections, fmt, images, commands) for fmt, name in FILES.items()}
+    texts = {name: render(sections, fmt, images, commands, DETAILS_FILE) for fmt, name in FILES.items()}
+    return {**texts, DETAILS_FILE: to_markdown(details_document(sections))}
 
 
 def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list[Path]:
@@ -103,12 +111,13 @@ def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list
     expected = _copy_records(sections, out)
     plots = [plot for section_plots in plot_plans(sections).values() for plot in section_plots]
     write_plots(plots, out)
-    for name, text in published_texts(sections, out).items():
+    texts = published_texts(sections, out)
+    for name, text in texts.items():
         atomic_write(out / name, text)
     if prune:
         _prune_records(sections, out, expected)
         remove_stale_plots(plots, out)
-    return [out / name for name in FILES.values()] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
+    return [out / name for name in texts] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
 
 
 def _copy_records(sections: Sequence[Section], out: Path) -> set[Path]:

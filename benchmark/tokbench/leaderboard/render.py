@@ -18,10 +18,11 @@ from typing import Any
 from tabulate import LATEX_ESCAPE_RULES, tabulate
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import CORE_METRICS, INTERVAL, Cell, Leaderboard, Section, Stat, canonical
+from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, Leaderboard, Section, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
+from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
-                                        number_text)
+                                        number_text, training_table)
 
 SIGNIFICANT = 6  # digits of the floats in CSV and JSON
 
@@ -50,11 +51,16 @@ def _md_value(value: Value) -> str:
     return escape_md(value)
 
 
+def _md_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _md_table(table: Table) -> str:
-    rows = [[_md_value(v) for v in row] for row in table.all_rows()]
+    """A GitHub table without alignment padding (padding to the widest cell tripled the file's size)."""
+    rows = [_md_row([_md_value(v) for v in row]) for row in table.all_rows()]
     out = "".join(f"- {escape_md(note)}\n" for note in table.notes)
-    return out + ("\n" if out else "") + tabulate(rows, [escape_md(h) for h in table.headers], tablefmt="github",
-                                                 disable_numparse=True)
+    lines = [_md_row([escape_md(h) for h in table.headers]), _md_row(["---"] * len(table.headers)), *rows]
+    return out + ("\n" if out else "") + "\n".join(lines)
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -77,20 +83,32 @@ def to_markdown(blocks: Sequence[Block]) -> str:
 
 # ---- HTML ----------------------------------------------------------------------------------------------------
 
-_STYLE = """body{font-family:system-ui,sans-serif;max-width:80rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left}
-th{background:#f3f3f3;cursor:pointer}tr.pinned td{font-style:italic;background:#fafafa}
-.best{font-weight:bold}img{max-width:100%}pre{background:#f6f6f6;padding:.5rem}"""
+# Each table scrolls inside its own box (sticky header row and first column), so the page never scrolls sideways
+# and no cell wraps.
+_STYLE = """body{font-family:system-ui,sans-serif;max-width:90rem;margin:2rem auto;padding:0 1rem;color:#222}
+.scroll{overflow:auto;max-width:100%;max-height:80vh;margin:1rem 0;border:1px solid #ccc}
+table{border-collapse:separate;border-spacing:0}
+th,td{border-right:1px solid #ddd;border-bottom:1px solid #ddd;padding:.25rem .5rem;text-align:left;
+white-space:nowrap;background:#fff}
+thead th{position:sticky;top:0;z-index:2;background:#f3f3f3;cursor:pointer;user-select:none}
+th:first-child,td:first-child{position:sticky;left:0;z-index:1}thead th:first-child{z-index:3}
+th[aria-sort=descending]::after{content:" \\25BC"}th[aria-sort=ascending]::after{content:" \\25B2"}
+tr.pinned td{font-style:italic;background:#fafafa}.best{font-weight:bold}
+img{max-width:100%}pre{background:#f6f6f6;padding:.5rem;overflow:auto}"""
 
-# Click a header to sort its column; the bayes-optimal row stays last.
+# Click a header to sort its column: descending first, then ascending; blanks always last; the Bayes row stays last.
 _SCRIPT = """document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
-  const body = th.closest("table").tBodies[0], pinned = body.querySelector("tr.pinned");
+  const table = th.closest("table"), body = table.tBodies[0], pinned = body.querySelector("tr.pinned");
+  const down = th.getAttribute("aria-sort") !== "descending";
+  table.querySelectorAll("th").forEach(h => h.removeAttribute("aria-sort"));
+  th.setAttribute("aria-sort", down ? "descending" : "ascending");
   const key = r => { const c = r.cells[i];
-    return c.dataset.sort !== undefined ? parseFloat(c.dataset.sort) : c.textContent; };
-  const up = th.dataset.dir !== "up"; th.dataset.dir = up ? "up" : "down";
+    return c.dataset.sort !== undefined ? (c.dataset.sort === "" ? null : parseFloat(c.dataset.sort))
+                                        : (c.textContent.trim() || null); };
   const rows = Array.from(body.rows).filter(r => r !== pinned);
   rows.sort((a, b) => { const x = key(a), y = key(b);
-    const d = typeof x === "number" ? x - y : String(x).localeCompare(String(y)); return up ? d : -d; });
+    if (x === null || y === null) return (x === null) - (y === null);
+    const d = typeof x === "number" ? x - y : String(x).localeCompare(String(y)); return down ? -d : d; });
   rows.forEach(r => body.insertBefore(r, pinned));
 }));"""
 
@@ -106,7 +124,7 @@ def _html_cell(value: Value) -> str:
 
 
 def _sort_key(value: float | None) -> str:
-    return "-1" if value is None else f"{value:.{SIGNIFICANT}g}"
+    return "" if value is None else f"{value:.{SIGNIFICANT}g}"
 
 
 def _html_table(table: Table) -> str:
@@ -115,8 +133,8 @@ def _html_table(table: Table) -> str:
     if table.footer:
         body.append('<tr class="pinned">' + "".join(_html_cell(v) for v in table.footer) + "</tr>")
     notes_html = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
-    return ((f"<ul>{notes_html}</ul>\n" if notes_html else "") + f'<table class="sortable"><thead><tr>{head}</tr>'
-            "</thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table>")
+    return ((f"<ul>{notes_html}</ul>\n" if notes_html else "") + '<div class="scroll"><table class="sortable">'
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
 
 
 def to_html(blocks: Sequence[Block]) -> str:
@@ -148,7 +166,7 @@ def escape_latex(text: str) -> str:
 
 def _latex_value(value: Value) -> str:
     if isinstance(value, Measure):
-        text = measure_text(value, pm=r"$\pm$")
+        text = measure_text(value, dash="--")
         return rf"\textbf{{{text}}}" if value.best else text
     if isinstance(value, Number):
         return number_text(value)
@@ -171,7 +189,8 @@ def to_latex(sections: Sequence[Section]) -> str:
     for section in sections:
         prefix = f"{section.name}: " if section.name else ""
         board = section.board
-        for table in (main_table(board), *(detail_table(board, c) for c in board.columns)):
+        tables_of_board = (main_table(board), training_table(board), *(detail_table(board, c) for c in board.columns))
+        for table in (t for t in tables_of_board if t is not None):
             tables.append(_latex_table(replace(table, title=prefix + table.title)))
     return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(tables) + "\n"
 
@@ -217,13 +236,15 @@ def to_terminal(blocks: Sequence[Block], console: Any) -> None:
 # ---- CSV and JSON --------------------------------------------------------------------------------------------
 
 def _stat_json(stat: Stat | None) -> dict[str, Any] | None:
-    return None if stat is None else {"mean": _round(stat.mean), "ci95": _round(stat.half_width), "n": stat.n}
+    return None if stat is None else {"mean": _round(stat.mean), "low": _round(stat.low), "high": _round(stat.high),
+                                      "n": stat.n}
 
 
 def _cell_json(cell: Cell) -> dict[str, Any]:
     return {
         "task": cell.column.slug, "model": cell.row.slug, "seeds": cell.seeds,
         "failed_seeds": [r["seed"] for r in cell.failed], "errors": [r["error"] for r in cell.failed],
+        "not_applicable": [r["error"] for r in cell.not_applicable],
         "best": cell.best,
         "metrics": {name: _stat_json(stat) for name, stat in cell.metrics.items()},
         "untrained_accuracy": _stat_json(cell.untrained), "steps": _stat_json(cell.steps),
@@ -267,14 +288,14 @@ def to_csv(sections: Sequence[Section]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["section", "task_label", "task", "task_version", "eval_split", "task_params", "model_label",
                      "model", "model_version", "model_params", "train_params", "seeds", "failed", "best",
-                     *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "ci95"))])
+                     *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "low", "high"))])
     for name, cell in cells:
         column, row = cell.column, cell.row
         stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
         text = [name, column.label, column.task, column.version, column.eval_split, canonical(column.params),
                 row.label, row.model, row.version, canonical(row.params), canonical(row.train)]
         writer.writerow([*map(_csv_text, text), " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
-                         *(_csv_number(v) for s in stats for v in ((s.mean, s.half_width) if s else (None, None)))])
+                         *(_csv_number(v) for s in stats for v in ((s.mean, s.low, s.high) if s else (None,) * 3))])
     return out.getvalue()
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Stat, format_params
+from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Row, format_params
+from tokbench.leaderboard.stats import Stat
 
-BAYES_ROW = "bayes-optimal"
+BAYES_ROW = "Bayes optimum (analytic)"
+ORACLE_MARK = " (oracle)"
 
 
 @dataclass(frozen=True)
@@ -21,6 +23,7 @@ class Measure:
     stat: Stat | None
     best: bool = False
     failed: int = 0
+    not_applicable: bool = False
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,14 @@ class Table:
         return self.rows + ([self.footer] if self.footer else [])
 
 
-def measure_text(measure: Measure, pm: str = "±") -> str:
-    """``0.498 ± 0.004``, ``0.498 (n=1)``, ``0.498 ± 0.004 [1 failed]`` or ``failed (3)``."""
+def measure_text(measure: Measure, dash: str = "–") -> str:
+    """``0.498 (0.494–0.502)``, ``0.498 (n=1)``, ``0.498 (0.494–0.502) [1 failed]``, ``failed (3)`` or ``n/a``."""
     stat = measure.stat
     if stat is None:
-        return f"failed ({measure.failed})" if measure.failed else ""
+        return f"failed ({measure.failed})" if measure.failed else ("n/a" if measure.not_applicable else "")
     text = f"{stat.mean:.{DIGITS}f}"
-    text += f" {pm} {stat.half_width:.{DIGITS}f}" if stat.half_width is not None else f" (n={stat.n})"
+    interval = stat.interval
+    text += f" ({interval[0]:.{DIGITS}f}{dash}{interval[1]:.{DIGITS}f})" if interval else f" (n={stat.n})"
     return text + (f" [{measure.failed} failed]" if measure.failed else "")
 
 
@@ -72,24 +76,59 @@ def seeds_text(seeds: list[int]) -> str:
     return ",".join(str(s) for s in seeds)
 
 
+def row_header(row: Row) -> str:
+    """The row's label, marking an oracle (a model that reads the task's answer)."""
+    return row.label + (ORACLE_MARK if row.oracle else "")
+
+
 def _accuracy(cell: Cell | None) -> Value:
-    """The main-table cell: accuracy, best mark and failed runs; empty when the pairing was not run."""
-    return "" if cell is None else Measure(cell.accuracy, cell.best, len(cell.failed))
+    """The main-table cell: accuracy, best mark, failed runs, ``n/a``; empty when the pairing was not run."""
+    if cell is None:
+        return ""
+    return Measure(cell.accuracy, cell.best, len(cell.failed), bool(cell.not_applicable) and not cell.ok)
 
 
 def _metric(cell: Cell, metric: str) -> Value:
     """A detail-table cell; empty where the metric does not apply or every run failed."""
     stat = cell.metrics.get(metric)
-    return "" if stat is None else Measure(stat, cell.best and metric == "accuracy")
+    return "" if stat is None else Measure(stat, cell.best and metric == "accuracy" and not cell.column.on_training_split)
 
 
-def main_table(board: Leaderboard) -> Table:
-    """Models x tasks: accuracy ± CI, the best per column marked, then the Bayes-optimal row."""
-    rows: list[list[Value]] = [[row.label, *(_accuracy(board.cell(c, row)) for c in board.columns)]
-                               for row in board.rows]
-    footer: list[Value] = [BAYES_ROW, *(Measure(c.bayes) for c in board.columns)]
-    notes = [f"{column_header(c)}: {format_params(c.params)}" for c in board.columns]
-    return Table("Accuracy", ["model", *(column_header(c) for c in board.columns)], rows, notes, footer)
+def _ordered_rows(board: Leaderboard, columns: list[Column]) -> list[Row]:
+    """The rows with a cell in ``columns``, learned models first, oracles last."""
+    present = [r for r in board.rows if any(board.cell(c, r) is not None for c in columns)]
+    return sorted(present, key=lambda r: r.oracle)
+
+
+def main_table(board: Leaderboard) -> Table | None:
+    """Models x held-out tasks: accuracy and interval, the best per column marked, then the Bayes optimum."""
+    columns = board.test_columns
+    if not columns:
+        return None
+    rows: list[list[Value]] = [[row_header(row), *(_accuracy(board.cell(c, row)) for c in columns)]
+                               for row in _ordered_rows(board, columns)]
+    footer: list[Value] = [BAYES_ROW, *(Measure(c.bayes) for c in columns)]
+    notes = [f"{column_header(c)}: {format_params(c.params)}" for c in columns]
+    return Table("Accuracy", ["model", *(column_header(c) for c in columns)], rows, notes, footer)
+
+
+def training_table(board: Leaderboard) -> Table | None:
+    """Models x tasks scored on their training split: training accuracy and each task's own diagnostics.
+
+    No Bayes optimum and no normalised accuracy: fitting the sample can exceed the
+    distribution's optimum, so neither says anything here.
+    """
+    columns = board.training_columns
+    if not columns:
+        return None
+    metrics = [(c, m) for c in columns for m in ("accuracy", *board.diagnostics(c))]
+    rows: list[list[Value]] = []
+    for row in _ordered_rows(board, columns):
+        rows.append([row_header(row), *(_metric(cell, m) if (cell := board.cell(c, row)) else ""
+                                        for c, m in metrics)])
+    headers = ["model", *(f"{c.label}: {'training accuracy' if m == 'accuracy' else m}" for c, m in metrics)]
+    notes = [f"{c.label}: {format_params(c.params)}" for c in columns]
+    return Table("Scored on the training split", headers, rows, notes)
 
 
 def detail_table(board: Leaderboard, column: Column) -> Table:
@@ -97,15 +136,15 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     cells = board.column_cells(column)
     present = {m for cell in cells for m in cell.metrics}
     other_splits = [f"{s}_accuracy" for s in ("train", "val", "test") if s != column.eval_split]
-    metrics = ["accuracy", *(m for m in other_splits if m in present), "bayes_accuracy", "normalized_accuracy",
-               *board.diagnostics(column)]
+    # The optimum is the main table's last row, and accuracy / optimum is the heatmap.
+    metrics = ["accuracy", *(m for m in other_splits if m in present), *board.diagnostics(column)]
     with_lr = any(cell.chosen_lrs for cell in cells)
     headers = ["model", "seeds", "failed", f"accuracy ({column.eval_split})", *metrics[1:], "untrained_accuracy",
                *(["lr (chosen on val)"] if with_lr else []), "steps", "final_loss", "seconds"]
     rows: list[list[Value]] = []
     for cell in cells:
         lrs = ["/".join(f"{lr:g}" for lr in cell.chosen_lrs)] if with_lr else []
-        rows.append([cell.row.label, seeds_text(cell.seeds), Number(len(cell.failed), "d"),
+        rows.append([row_header(cell.row), seeds_text(cell.seeds), Number(len(cell.failed), "d"),
                      *(_metric(cell, m) for m in metrics), Measure(cell.untrained), *lrs,
                      *(Number(s.mean if s else None, spec) for s, spec in
                        ((cell.steps, ".0f"), (cell.final_loss, ".4g"), (cell.wall_seconds, ".1f")))])

@@ -1,0 +1,275 @@
+"""Every statistic of the leaderboard: intervals across seeds, the tests behind each claim, seed means.
+
+The data of one leaderboard cell are n per-seed values of a metric. Each seed
+draws its own training *and evaluation* data, so the spread of those values
+already holds both seed-to-seed variation and the evaluation set's sampling
+error. Two things go wrong with a plain Student's t interval on them, and the
+interval here fixes both:
+
+- with few seeds the sample variance can be (near) zero by chance or by
+  discreteness (two seeds that both score 0.810), which would claim a precision
+  the finite evaluation set cannot give. The half-width is therefore never
+  below the z half-width implied by the evaluation sets alone
+  (``z * sqrt(eval_var / n)``, with ``eval_var`` the variance of one seed's
+  value from its evaluation set: a binomial ``p(1-p)/m`` for an accuracy on m
+  sequences, with the Agresti-Coull estimate of p so that 1.0 is not certain);
+- t intervals can leave the metric's range (``0.657 ± 1.087``); the interval is
+  cut to the range, which never lowers its coverage because the truth is inside.
+
+So the 95% interval is the union of two valid 95% intervals: the t interval over
+seeds (exact for normal seed values, any n >= 2) and the evaluation-set interval.
+Its coverage is checked by simulation in the tests (:func:`coverage`); the
+figures are printed in the protocol. A bootstrap was not used: with 2-5 seeds a
+percentile bootstrap can only return values between the observed ones and
+covers far below its nominal level.
+
+Claims are tests on per-seed differences (a model's accuracy minus the
+reference on the same seed's data, so the data's own variation cancels):
+*matches* is an equivalence test (TOST: the 90% interval of the difference lies
+inside +-``MARGIN``, i.e. two one-sided tests at 5%); *below* and *above* need
+the 95% interval of the difference to exclude 0; *differs* compares two cells
+with a Welch interval. No claim at all is made with fewer than ``MIN_SEEDS``
+seeds.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+CONFIDENCE = 0.95
+MIN_SEEDS = 3  # fewer seeds: an interval is shown, but no claim is made
+MARGIN = 0.02  # equivalence margin of "matches", in accuracy (absolute)
+INTERVAL = (f"{CONFIDENCE:.0%} interval across seeds: Student's t over the per-seed values, never narrower than "
+            "the evaluation sets' own sampling error, cut to the metric's range")
+UNBOUNDED = (-math.inf, math.inf)
+
+# The range of a metric, by name (accuracies and attention masses are fractions, correlations are in [-1, 1]).
+_RANGES = {"loss": (0.0, math.inf), "bayes_loss": (0.0, math.inf), "excess_loss_se": (0.0, math.inf),
+           "normalized_accuracy": (0.0, math.inf), "steps": (0.0, math.inf), "wall_seconds": (0.0, math.inf)}
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The values ``name`` can take: accuracies and ``*_attention`` in [0, 1], ``*_correlation`` in [-1, 1]."""
+    if name.endswith("accuracy") and name != "normalized_accuracy" or name.endswith("_attention"):
+        return 0.0, 1.0
+    if name.endswith("_correlation"):
+        return -1.0, 1.0
+    return _RANGES.get(name, UNBOUNDED)
+
+
+@lru_cache(maxsize=None)
+def _t(level: float, df: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(level, df))
+
+
+@lru_cache(maxsize=None)
+def _z(level: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(level))
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A mean over seeds with its interval (``low``/``high`` None with one seed)."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return None if self.low is None or self.high is None else (self.low, self.high)
+
+    @property
+    def width(self) -> float | None:
+        """``high - low``: what ``tokbench run --target-ci`` compares with twice its target."""
+        return None if self.low is None or self.high is None else self.high - self.low
+
+
+def binomial_var(mean: float, examples: int, seeds: int = 1) -> float:
+    """Variance of one seed's accuracy on ``examples`` sequences, with the Agresti-Coull estimate of p.
+
+    p is estimated from all ``seeds * examples`` sequences plus two successes and two
+    failures, so a perfect score does not claim a zero sampling error.
+    """
+    total = seeds * examples
+    p = (mean * total + 2) / (total + 4)
+    return p * (1 - p) / examples
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean, correctly rounded (``math.fsum``), so it does not depend on the order of the seeds."""
+    first = values[0]
+    return first if all(v == first for v in values) else math.fsum(values) / len(values)
+
+
+def variance(values: Sequence[float]) -> float:
+    """The sample variance (n - 1 in the denominator); exactly 0 when all values are equal."""
+    centre = mean(values)
+    return math.fsum((v - centre) ** 2 for v in values) / (len(values) - 1)
+
+
+def _half_width(values: Sequence[float], eval_var: float, level: float) -> float:
+    """Half-width of the two-sided ``level`` interval of the mean of ``values`` (n >= 2)."""
+    n = len(values)
+    upper = (1 + level) / 2
+    seeds = _t(upper, n - 1) * math.sqrt(variance(values) / n)
+    evaluation = _z(upper) * math.sqrt(eval_var / n)
+    return max(seeds, evaluation)
+
+
+def summarise(values: Sequence[float], eval_var: float = 0.0, bounds: tuple[float, float] = UNBOUNDED,
+              confidence: float = CONFIDENCE) -> Stat:
+    """The mean of ``values`` (one per seed) and its interval, inside ``bounds``.
+
+    ``eval_var`` is the variance of one value from its evaluation set alone (0 when
+    unknown).
+    """
+    n = len(values)
+    if n == 0:
+        raise ValueError("no values to summarise")
+    centre = mean(values)
+    if n < 2:
+        return Stat(centre, None, None, n)
+    half = _half_width(values, eval_var, confidence)
+    return Stat(centre, max(bounds[0], centre - half), min(bounds[1], centre + half), n)
+
+
+def seed_mean(values: Sequence[float | None]) -> float:
+    """The mean over seeds of one point (e.g. a curve's step); missing values are left out; NaN if none."""
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else math.nan
+
+
+# ---- tests behind the claims ---------------------------------------------------------------------------------
+
+MATCHES, BELOW, ABOVE, UNDECIDED = "matches", "below", "above", "undecided"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A cell against a reference on the same seeds: the mean difference, its 95% interval and the verdict.
+
+    ``verdict`` is None under ``MIN_SEEDS`` seeds (no claim), else ``matches`` (equivalent
+    within +-``MARGIN`` by TOST at 5%), ``below`` / ``above`` (the 95% interval of the
+    difference excludes 0) or ``undecided``.
+    """
+
+    difference: float
+    low: float | None
+    high: float | None
+    n: int
+    verdict: str | None
+
+
+def compare(values: Sequence[float], reference: Sequence[float], eval_var: float = 0.0,
+            margin: float = MARGIN) -> Comparison:
+    """Test per-seed ``values`` against per-seed ``reference`` values (paired by seed).
+
+    ``eval_var`` is the evaluation-set variance of one difference (the sum of the
+    variances of its two terms; 0 for an analytic reference such as the Bayes optimum).
+    """
+    if len(values) != len(reference) or not values:
+        raise ValueError("compare needs one reference value per seed")
+    differences = [v - r for v, r in zip(values, reference)]
+    n = len(differences)
+    centre = mean(differences)
+    if n < 2:
+        return Comparison(centre, None, None, n, None)
+    half = _half_width(differences, eval_var, CONFIDENCE)
+    verdict = None
+    if n >= MIN_SEEDS:
+        equivalence = _half_width(differences, eval_var, 1 - 2 * (1 - CONFIDENCE))  # TOST: 90% interval
+        if -margin < centre - equivalence and centre + equivalence < margin:
+            verdict = MATCHES
+        elif centre + half < 0:
+            verdict = BELOW
+        elif centre - half > 0:
+            verdict = ABOVE
+        else:
+            verdict = UNDECIDED
+    return Comparison(centre, centre - half, centre + half, n, verdict)
+
+
+def differs(a: Sequence[float], a_var: float, b: Sequence[float], b_var: float) -> bool | None:
+    """Whether two cells' means differ: the 95% Welch interval of ``mean(a) - mean(b)`` excludes 0.
+
+    ``a_var``/``b_var`` are the evaluation-set variances of one value of each. None (no
+    claim) when either cell has fewer than ``MIN_SEEDS`` seeds.
+    """
+    if min(len(a), len(b)) < MIN_SEEDS:
+        return None
+    va, vb = variance(a) / len(a), variance(b) / len(b)
+    upper = (1 + CONFIDENCE) / 2
+    if va + vb > 0:
+        df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))  # Welch-Satterthwaite
+        from scipy import stats
+
+        seeds = float(stats.t.ppf(upper, df)) * math.sqrt(va + vb)
+    else:
+        seeds = 0.0
+    evaluation = _z(upper) * math.sqrt(a_var / len(a) + b_var / len(b))
+    return abs(mean(a) - mean(b)) > max(seeds, evaluation)
+
+
+# ---- the coverage simulation quoted in the protocol --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Coverage:
+    """How often the nominal interval covered the true mean in ``trials`` synthetic cells."""
+
+    seeds: int
+    seed_sd: float
+    rate: float
+    trials: int
+
+
+def coverage(seeds: int, centre: float, seed_sd: float, examples: int, trials: int, rng_seed: int = 0) -> Coverage:
+    """Simulate cells: per seed a true accuracy ~ N(centre, seed_sd) cut to [0, 1] and a binomial score on ``examples`` sequences.
+
+    Returns the fraction of cells whose interval (:func:`summarise`, with the binomial
+    evaluation variance) contains the cells' true mean accuracy.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(rng_seed)
+    accuracies = np.clip(rng.normal(centre, seed_sd, (trials, seeds)), 0.0, 1.0)
+    scores = rng.binomial(examples, accuracies) / examples
+    truth = _clipped_mean(centre, seed_sd)
+    covered = 0
+    for row in scores.tolist():
+        stat = summarise(row, binomial_var(mean(row), examples, seeds), (0.0, 1.0))
+        covered += stat.low <= truth <= stat.high
+    return Coverage(seeds, seed_sd, covered / trials, trials)
+
+
+def _clipped_mean(centre: float, sd: float) -> float:
+    """E[clip(X, 0, 1)] for X ~ N(centre, sd): the true mean accuracy of the simulated cells."""
+    if sd == 0:
+        return min(1.0, max(0.0, centre))
+    from scipy import stats
+
+    def above(limit: float, mu: float) -> float:  # E[(Y - limit)+] for Y ~ N(mu, sd)
+        d = (limit - mu) / sd
+        return sd * float(stats.norm.pdf(d)) - (limit - mu) * float(stats.norm.sf(d))
+
+    return centre - above(1.0, centre) + above(0.0, -centre)
+
+
+# Fixed settings of the simulation: 1000 test sequences, as the built-in tasks use, accuracy 0.8.
+COVERAGE_EXAMPLES = 1000
+COVERAGE_MEAN = 0.8
+COVERAGE_SEEDS = (2, 3, 5, 10, 20, 50)
+COVERAGE_TRIALS = 4000
+
+
+def coverage_table(seed_sds: Sequence[float] = (0.03, 0.1, 0.0)) -> list[Coverage]:
+    """The simulation quoted in the protocol, one entry per (seed sd, number of seeds)."""
+    return [coverage(n, COVERAGE_MEAN, sd, COVERAGE_EXAMPLES, COVERAGE_TRIALS, rng_seed=n)
+            for sd in seed_sds for n in COVERAGE_SEEDS]

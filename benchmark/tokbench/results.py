@@ -117,7 +117,19 @@ def provenance(commit: str | None) -> dict[str, Any]:
 
     device = f"cuda ({torch.cuda.get_device_name(0)})" if torch.cuda.is_available() else "cpu"
     return {"tokbench_version": __version__, "git_commit": commit, "python": platform.python_version(),
-            "torch": torch.__version__, "lightning": pl.__version__, "device": device, "started_at": utc_now()}
+            "torch": torch.__version__, "lightning": pl.__version__, "device": device, "cpu": cpu_model(),
+            "started_at": utc_now()}
+
+
+def cpu_model() -> str:
+    """The processor's model name (floating-point kernels differ between processors), e.g. for ``tokbench verify``."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return f"{platform.machine()} {line.partition(':')[2].strip()}"
+    except OSError:
+        pass
+    return platform.machine() or "unknown"
 
 
 def round_floats(values: list[Any]) -> list[Any]:

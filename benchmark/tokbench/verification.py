@@ -1,0 +1,114 @@
+"""Re-verify published run records: retrain a sample from their stored configuration and compare every metric.
+
+A record holds everything needed to rerun it: task and model with versions,
+resolved parameters, recipe and seed (its config hash checks that nothing was
+lost), and the torch thread count it trained with (``provenance.threads``,
+1 when absent). The rerun is compared metric by metric:
+
+- *same environment* (Python, torch, Lightning, device, processor model and
+  thread count as recorded; records that lack the processor or the thread count
+  never qualify): every metric must be bit-identical;
+- *another environment*: floating-point results may differ in the last digits,
+  and runs that escape a saddle by rounding noise (float32 or sinusoidal
+  positions on the deterministic walk) can end with completely different
+  diagnostics while their accuracy stays 1.0. So only the accuracies (the
+  stable quantities) must agree, within ``ACCURACY_TOLERANCE``; the other
+  metrics are reported, not judged.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokbench.errors import UsageError
+
+ACCURACY_TOLERANCE = 0.02  # measured across machines: test accuracies moved by up to 0.006, training ones by 0.018
+ENVIRONMENT_KEYS = ("python", "torch", "lightning", "device", "cpu", "threads")
+Record = dict[str, Any]
+
+
+def sample(records: Sequence[Record], size: int | None, seed: int) -> list[Record]:
+    """``size`` of the ok ``records`` drawn without replacement by ``random.Random(seed)``, in config-hash order.
+
+    The draw depends only on the set of records and the seed, never on file order, so
+    a CI job verifies the same records every time. ``size`` None takes them all.
+    """
+    ordered = sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["config_hash"])
+    if size is None or size >= len(ordered):
+        return ordered
+    return sorted(random.Random(seed).sample(ordered, size), key=lambda r: r["config_hash"])
+
+
+def threads(record: Mapping[str, Any]) -> int:
+    """The torch intra-op thread count the record trained with (1, the runner's default, when not recorded)."""
+    return int(record["provenance"].get("threads") or 1)
+
+
+def same_environment(record: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether ``record`` was made where ``current`` (this process's provenance) runs, down to the thread count."""
+    recorded = record["provenance"]
+    here = {**current, "threads": threads(record)}
+    return all(key in recorded and recorded[key] == here.get(key) for key in ENVIRONMENT_KEYS)
+
+
+def is_accuracy(metric: str) -> bool:
+    return metric == "accuracy" or metric.endswith("_accuracy")
+
+
+@dataclass
+class Verdict:
+    """One record's verification: which metrics differ, and whether that is a mismatch."""
+
+    record: Record
+    exact: bool  # bit-identical required (same environment)
+    differences: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # metric -> (published, rerun)
+    mismatches: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.mismatches
+
+
+def compare(record: Record, rerun: Record, exact: bool) -> Verdict:
+    """Every metric of ``record`` against ``rerun``: equal, or within the tolerance across environments."""
+    verdict = Verdict(record, exact)
+    if rerun["status"] != "ok":
+        verdict.error = f"the rerun failed: {rerun['error']}"
+        return verdict
+    published, again = record["metrics"], rerun["metrics"]
+    for metric in sorted(set(published) | set(again)):
+        before, after = published.get(metric), again.get(metric)
+        if before == after:
+            continue
+        verdict.differences[metric] = (before, after)
+        if exact:
+            verdict.mismatches.append(metric)
+        elif is_accuracy(metric) and metric != "normalized_accuracy" and (
+                before is None or after is None or abs(before - after) > ACCURACY_TOLERANCE):
+            verdict.mismatches.append(metric)
+    return verdict
+
+
+def rerun(record: Record, registry: Any) -> Record:
+    """Train ``record``'s pairing again from its stored configuration, with its recorded torch thread count."""
+    import torch
+
+    from tokbench.grid import Pairing
+    from tokbench.results import git_commit
+    from tokbench.runner import execute
+    from tokbench.specs import Recipe
+
+    task, model = registry.task(record["task"]), registry.model(record["model"])
+    for kind, spec, version in (("task", task, record["task_version"]), ("model", model, record["model_version"])):
+        if spec.version != version:
+            raise UsageError(f"{kind} {spec.name} is version {spec.version} here, the record has version {version}")
+    pairing = Pairing(task, model, task.resolve(record["params"]["task"]), model.resolve(record["params"]["model"]),
+                      Recipe().override(record["params"]["train"]), record["seed"])
+    if pairing.config_hash != record["config_hash"]:
+        raise UsageError(f"the configuration rebuilt here hashes to {pairing.config_hash}, not the record's "
+                         f"{record['config_hash']}: a parameter's meaning or default changed")
+    torch.set_num_threads(threads(record))
+    return execute(pairing, git_commit())

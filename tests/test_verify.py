@@ -1,0 +1,105 @@
+"""``tokbench verify``: records retrain from their stored configuration; a changed number is caught."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from leaderboard_synth import record
+from run_support import write_suite
+from tokbench import verification
+from tokbench.cli import main
+from tokbench.results import load_records, provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = {"python": "3.11.7", "torch": "2.13.0", "lightning": "2.6.0", "device": "cpu", "cpu": "x86_64 Some CPU"}
+# 1 model x 2 seeds on a short random walk: a few seconds, trained on one thread each (2 workers on 2 cores or less).
+SUITE = """
+seeds = 2
+[[grid]]
+tasks = ["random-walk"]
+models = ["attn-nope"]
+[grid.task.random-walk]
+context_length = 8
+train_size = 32
+val_size = 16
+test_size = 32
+[grid.train]
+steps = 3
+"""
+
+
+def test_the_sample_is_a_seeded_draw_independent_of_file_order():
+    records = [record(seed=s, accuracy=0.5) for s in range(10)] + [record(seed=11, error="RuntimeError: x")]
+    first = verification.sample(records, 4, seed=0)
+    assert first == verification.sample(records[::-1], 4, seed=0) and len(first) == 4
+    assert all(r["status"] == "ok" for r in verification.sample(records, None, 0))
+    assert len(verification.sample(records, 50, 0)) == 10
+
+
+def test_bit_identity_is_required_only_in_the_recorded_environment():
+    rec = record(accuracy=0.5, diagnostics={"parent_attention": 0.9})
+    rec["provenance"].update(HERE, threads=1)
+    assert verification.same_environment(rec, HERE)
+    assert not verification.same_environment({**rec, "provenance": {**rec["provenance"], "threads": 2}}, HERE)
+    older = record(accuracy=0.5)  # no processor or thread count recorded: never the same environment
+    assert not verification.same_environment(older, {**HERE, "python": older["provenance"]["python"]})
+
+    nudged = json.loads(json.dumps(rec))
+    nudged["metrics"]["parent_attention"] = 0.9 + 1e-12
+    assert verification.compare(rec, nudged, exact=True).mismatches == ["parent_attention"]
+    assert verification.compare(rec, nudged, exact=False).ok  # diagnostics are reported, not judged, elsewhere
+    moved = json.loads(json.dumps(rec))
+    moved["metrics"]["accuracy"] = moved["metrics"]["test_accuracy"] = 0.5 + 1.5 * verification.ACCURACY_TOLERANCE
+    assert verification.compare(rec, moved, exact=False).mismatches == ["accuracy", "test_accuracy"]
+    within = json.loads(json.dumps(rec))
+    within["metrics"]["accuracy"] = 0.5 + verification.ACCURACY_TOLERANCE / 2
+    assert verification.compare(rec, within, exact=False).ok
+
+
+def test_verify_reproduces_fresh_records_and_catches_an_edited_one(tmp_path, capsys):
+    runs = tmp_path / "runs"
+    suite = write_suite(tmp_path, SUITE)
+    assert main(["run", "--suite", str(suite), "--out", str(runs), "-q", "-j", "2"]) == 0
+    capsys.readouterr()
+    for path in runs.glob("*.json"):  # as the runner records them once it writes the thread count
+        rec = json.loads(path.read_text())
+        rec["provenance"]["threads"] = 1
+        path.write_text(json.dumps(rec))
+    assert main(["verify", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("every metric bit-identical") == 2 and "same environment" in out
+
+    path = sorted(runs.glob("*.json"))[0]
+    rec = json.loads(path.read_text())
+    rec["metrics"]["accuracy"] += 0.25
+    path.write_text(json.dumps(rec))
+    assert main(["verify", str(runs), "--sample", "2"]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL" in captured.out and "accuracy" in captured.out and "1 do not" in captured.err
+    assert len(load_records(runs).records) == 2  # verify writes nothing
+
+
+@pytest.mark.parametrize("args, message", [
+    (["{missing}"], "no such folder"),
+    (["{empty}"], "no ok run records"),
+    (["{empty}", "--sample", "0"], "expected an integer >= 1"),
+])
+def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, args, message):
+    (tmp_path / "empty").mkdir()
+    folders = {"missing": tmp_path / "missing", "empty": tmp_path / "empty"}
+    try:
+        code = main(["verify", *(a.format(**folders) for a in args)])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_published_paper_records_verify(monkeypatch, capsys):
+    """The CI check of the published numbers: a fixed sample of 5 paper records retrains and agrees."""
+    monkeypatch.chdir(ROOT)
+    assert main(["verify", "leaderboard/records/paper", "--sample", "5"]) == 0, capsys.readouterr()
+    assert provenance(None)["cpu"]

@@ -1,6 +1,6 @@
 """The layer of [A] and the reproduction of [A]'s results through the harness, at the paper's size.
 
-Setting (SCIENCE.md §1): K = 6, N = 97, 1000 train and 1000 test sequences, zero init,
+Setting (docs/science.md, [A]): K = 6, N = 97, 1000 train and 1000 test sequences, zero init,
 full-batch GD at lr 1, float64, one-hot positions of norm 20 (the model's defaults).
 """
 from __future__ import annotations
@@ -68,7 +68,7 @@ def test_random_walk_is_learned_by_attending_to_the_parent(p):
     result = run("random-walk", {"p": p})
     assert abs(result.metrics["test_accuracy"] - p) <= TOL
     assert result.metrics["parent_attention"] >= 0.9
-    # V ends close in direction to Pi^T (SCIENCE.md: "V close in direction to Pi^T").
+    # V ends close in direction to Pi^T, the transition matrix transposed (docs/science.md).
     assert result.metrics["value_transition_correlation"] >= 0.9
 
 

@@ -8,6 +8,7 @@ test compares the text outputs only.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard
+from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard, Row
 from tokbench.leaderboard.document import Image
 from tokbench.leaderboard.stats import seed_mean
 from tokbench.leaderboard.views import column_header, row_header
@@ -88,39 +89,77 @@ def mean_curve(cell: Cell) -> dict[str, list[float]] | None:
     return {"step": list(steps), **{key: _mean_series([c[key] for c in same]) for key in ("loss", "accuracy")}}
 
 
+LINES_PER_PANEL = 10  # the qualitative tab10 palette: more lines per panel could not be told apart
+PANEL_COLUMNS = 3
+
+
 def _colors(n: int) -> list[Any]:
-    """``n`` distinct colours: tab10 up to ten lines, tab20 up to twenty, then evenly spaced."""
+    """``n`` <= ``LINES_PER_PANEL`` colours of the qualitative tab10 palette."""
     import matplotlib
 
-    if n <= 10:
-        return [matplotlib.colormaps["tab10"](i) for i in range(n)]
-    if n <= 20:
-        return [matplotlib.colormaps["tab20"](i) for i in range(n)]
-    return [matplotlib.colormaps["turbo"](i / (n - 1)) for i in range(n)]
+    return [matplotlib.colormaps["tab10"](i) for i in range(n)]
 
 
-def curve_lines(board: Leaderboard, column: Column) -> list[tuple[str, dict[str, list[float]]]]:
-    """(model label, mean curve) of each model with a training curve on ``column``."""
-    return [(cell.row.label, curve) for cell in board.column_cells(column) if (curve := mean_curve(cell))]
+def _title(text: str, width: int = 42) -> str:
+    """A panel title wrapped onto as many lines as it needs: never cut off."""
+    return "\n".join(textwrap.wrap(_text(text), width, break_on_hyphens=False)) or " "
 
 
-def curves(column: Column, lines: list[tuple[str, dict[str, list[float]]]]) -> Any:
-    """Training loss and accuracy against steps on one task, one line per model."""
-    fig = _figure(13, 4)
-    loss_ax, acc_ax = fig.subplots(1, 2)
-    colors = _colors(len(lines))
-    for ax in (loss_ax, acc_ax):
-        ax.set_prop_cycle(color=colors)
-    for label, curve in lines:
-        loss_ax.plot(curve["step"], curve["loss"], label=_text(label))
-        acc_ax.plot(curve["step"], curve["accuracy"], label=_text(label))
-    if column.bayes is not None:
-        acc_ax.axhline(column.bayes.mean, color="grey", linestyle="--", label="bayes-optimal")
-    for ax, name in ((loss_ax, "training loss"), (acc_ax, "training accuracy")):
-        ax.set_xlabel("step")
-        ax.set_ylabel(name)
-    fig.legend(*acc_ax.get_legend_handles_labels(), loc="outside right center", fontsize=7)
-    fig.suptitle(_text(f"{column_header(column)}: training curves (mean over seeds)"))
+Line = tuple[Row, dict[str, list[float]]]
+
+
+def curve_lines(board: Leaderboard, column: Column) -> list[Line]:
+    """(row, mean curve) of each model with a training curve on ``column`` (models that train)."""
+    return [(cell.row, curve) for cell in board.column_cells(column) if (curve := mean_curve(cell))
+            and len(curve["step"]) > 1]
+
+
+def curve_panels(lines: list[Line]) -> list[tuple[str, list[Line]]]:
+    """Small multiples: one panel per model (its variants as lines), at most ``LINES_PER_PANEL`` lines each.
+
+    A model's variants share one loss, so each panel's loss axis holds a single loss.
+    """
+    by_model: dict[str, list[Line]] = {}
+    for line in lines:
+        by_model.setdefault(line[0].model, []).append(line)
+    panels = []
+    for model, group in by_model.items():
+        chunks = [group[i:i + LINES_PER_PANEL] for i in range(0, len(group), LINES_PER_PANEL)]
+        panels += [(model if len(chunks) == 1 else f"{model} ({n + 1}/{len(chunks)})", chunk)
+                   for n, chunk in enumerate(chunks)]
+    return panels
+
+
+def curves(column: Column, lines: list[Line]) -> Any:
+    """Per model, training accuracy (shared scale) above training loss (its own), against steps on a log scale."""
+    panels = curve_panels(lines)
+    ncols = min(PANEL_COLUMNS, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(5.2 * ncols, 5.4 * nrows)
+    axes = fig.subplots(2 * nrows, ncols, squeeze=False, sharex=True)
+    for index, (title, members) in enumerate(panels):
+        acc_ax, loss_ax = axes[2 * (index // ncols), index % ncols], axes[2 * (index // ncols) + 1, index % ncols]
+        for ax in (acc_ax, loss_ax):
+            ax.set_prop_cycle(color=_colors(len(members)))
+            ax.set_xscale("symlog", linthresh=1)  # log steps; step 0 stays on the axis
+        for row, curve in members:
+            label = _text(row.label.removeprefix(row.model).strip() or "defaults")
+            acc_ax.plot(curve["step"], curve["accuracy"], label=label)
+            loss_ax.plot(curve["step"], curve["loss"], label=label)
+        if column.bayes is not None:
+            acc_ax.axhline(column.bayes.mean, color="grey", linestyle="--", linewidth=0.8, label="Bayes optimum")
+        acc_ax.set_ylim(-0.02, 1.02)
+        acc_ax.set_title(_title(title), fontsize=9)
+        acc_ax.set_ylabel("training accuracy")
+        loss_ax.set_ylabel("training loss (its own)")
+        loss_ax.set_xlabel("step (log scale)")
+        for ax in (acc_ax, loss_ax):
+            ax.tick_params(labelbottom=True)  # every panel keeps its step axis
+        acc_ax.legend(fontsize=6, loc="best")
+    for index in range(len(panels), nrows * ncols):
+        for row in (2 * (index // ncols), 2 * (index // ncols) + 1):
+            axes[row, index % ncols].set_visible(False)
+    fig.suptitle(_title(f"{column_header(column)}: training curves, mean over seeds", 90))
     return fig
 
 
@@ -135,27 +174,31 @@ def mean_profile(cell: Cell) -> list[float] | None:
 
 def profile_panels(board: Leaderboard, column: Column) -> list[tuple[str, list[float]]]:
     """(model label, mean attention profile) of each model with attention on ``column``."""
-    return [(cell.row.label, profile) for cell in board.column_cells(column) if (profile := mean_profile(cell))]
+    return [(row_header(cell.row), profile) for cell in board.column_cells(column) if (profile := mean_profile(cell))]
 
 
 def attention(column: Column, panels: list[tuple[str, list[float]]]) -> Any:
-    """One panel per model: the query's mean attention over the input positions on the eval split."""
-    ncols = min(3, len(panels))
+    """One panel per model, on one shared scale: the query's mean attention over the input positions."""
+    from matplotlib.ticker import MaxNLocator
+
+    ncols = min(PANEL_COLUMNS, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig = _figure(4 * ncols, 2.6 * nrows)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    fig = _figure(4.4 * ncols, 2.9 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True).ravel()
+    top = max((v for _, profile in panels for v in profile if v is not None and math.isfinite(v)), default=1.0)
     for ax, (label, profile) in zip(axes, panels):
         ax.plot(range(1, len(profile) + 1), profile, marker=".", markersize=3, linewidth=1)
         ax.axhline(1 / len(profile), color="grey", linestyle="--", linewidth=0.8, label="uniform")
-        ax.set_ylim(bottom=0)
-        ax.set_title(_text(label), fontsize=9)
+        ax.set_ylim(0, 1.05 * top)  # one scale for every panel, set by the highest peak
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
+        ax.set_title(_title(label), fontsize=8)
         ax.set_xlabel("input position")
         ax.set_ylabel("mean attention")
     axes[0].legend(fontsize=7, loc="upper left")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle(_text(f"{column_header(column)}: the query's mean attention over positions "
-                       f"({column.eval_split} split)"))
+    fig.suptitle(_title(f"{column_header(column)}: the query's mean attention over positions "
+                        f"({column.eval_split} split)", 90))
     return fig
 
 

@@ -1,0 +1,125 @@
+"""The published index.html in a real headless browser: scrolling, sticky headers, no wrapping, sorting.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (the test
+extra). In CI (``CI=true``, where ``.ci/run`` installs them) they are required; elsewhere the
+tests skip with the reason.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "leaderboard" / "index.html"
+WIDTH, HEIGHT = 1400, 900
+# Chromium as root in a container: no sandbox, no GPU, nothing that reaches the network.
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", f"--window-size={WIDTH},{HEIGHT}")
+
+
+def _missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "the selenium package is not installed (pip install -e '.[test]')"
+    for program in ("chromium", "chromedriver"):
+        if shutil.which(program) is None:
+            return f"{program} is not on PATH (apt-get install chromium chromium-driver)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    reason = _missing()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the browser tests are required in CI: {reason}")
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    try:
+        driver.set_window_size(WIDTH, HEIGHT)
+        driver.get(PAGE.as_uri())
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_no_page_level_horizontal_scroll_at_1400px(browser):
+    width = browser.execute_script("return window.innerWidth")
+    assert width <= WIDTH
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    # The wide tables scroll inside their own box instead.
+    inner = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.scroll')).filter(b => b.scrollWidth > b.clientWidth).length")
+    assert inner >= 1
+
+
+def test_sticky_header_and_first_column_and_no_wrapped_cell(browser):
+    styles = browser.execute_script("""
+        const cells = Array.from(document.querySelectorAll('table.sortable td, table.sortable th'));
+        const heads = Array.from(document.querySelectorAll('table.sortable thead th'));
+        const firsts = Array.from(document.querySelectorAll('table.sortable tr > :first-child'));
+        return {wrap: cells.filter(c => getComputedStyle(c).whiteSpace !== 'nowrap').length,
+                head: heads.filter(c => getComputedStyle(c).position !== 'sticky').length,
+                first: firsts.filter(c => getComputedStyle(c).position !== 'sticky').length,
+                tall: cells.filter(c => c.getClientRects()[0].height > 2.2 * parseFloat(getComputedStyle(c).fontSize)
+                                   ).length,
+                cells: cells.length};""")
+    assert styles["cells"] > 100
+    assert styles == {**styles, "wrap": 0, "head": 0, "first": 0, "tall": 0}
+
+
+def _column(browser, table: object, index: int) -> list[str]:
+    return browser.execute_script(
+        "return Array.from(arguments[0].tBodies[0].rows).filter(r => !r.classList.contains('pinned'))"
+        ".map(r => r.cells[arguments[1]]).map(c => c.dataset.sort ?? c.textContent.trim());", table, index)
+
+
+def _numbers(values: list[str]) -> list[float]:
+    return [float(v) for v in values if v]
+
+
+def test_sorting_is_descending_first_with_an_arrow_and_blanks_last(browser):
+    from selenium.webdriver.common.by import By
+
+    table = browser.find_elements(By.CSS_SELECTOR, "table.sortable")[0]  # the first experiment's accuracy table
+    headers = table.find_elements(By.CSS_SELECTOR, "thead th")
+    index = next(i for i in range(1, len(headers)) if "" in _column(browser, table, i))  # a column with blanks
+    header = headers[index]
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
+    header.click()
+    values = _column(browser, table, index)
+    filled = len(_numbers(values))
+    assert header.get_attribute("aria-sort") == "descending"
+    assert _numbers(values) == sorted(_numbers(values), reverse=True) and all(values[:filled])
+    assert not any(values[filled:])  # blanks last
+    arrow = browser.execute_script("return getComputedStyle(arguments[0], '::after').content", header)
+    assert "\u25bc" in arrow
+    last = table.find_elements(By.CSS_SELECTOR, "tbody tr")[-1]
+    assert "pinned" in last.get_attribute("class")  # the Bayes optimum stays the last row
+
+    header.click()
+    values = _column(browser, table, index)
+    assert header.get_attribute("aria-sort") == "ascending"
+    assert _numbers(values) == sorted(_numbers(values)) and not any(values[len(_numbers(values)):])
+    assert "\u25b2" in browser.execute_script("return getComputedStyle(arguments[0], '::after').content", header)
+
+
+def test_one_accuracy_table_per_experiment(browser):
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('h2, h3')).map(h => h.textContent)")
+    sections = [t for t in titles if t in ("paper", "default", "qa")]
+    assert sections == ["paper", "default", "qa"]
+    assert titles.count("Accuracy") == len(sections)

@@ -29,8 +29,9 @@ else:  # pragma: no cover - Python 3.10
 WILDCARD = "*"
 MAX_SUITE_BYTES = 1_000_000
 MAX_SEED = 2**63
-_TOP_KEYS = ("description", "seeds", "budget", "grid")
+_TOP_KEYS = ("description", "seeds", "budget", "adaptive", "grid")
 _BUDGET_KEYS = ("max_steps",)
+_ADAPTIVE_KEYS = ("target_ci", "max_seeds")
 _BLOCK_KEYS = ("tasks", "models", "seeds", "task", "model", "train")
 
 KeyPath = tuple[str | int, ...]
@@ -66,6 +67,7 @@ class Suite:
     max_steps: int | None
     blocks: tuple[GridBlock, ...]
     lines: Mapping[KeyPath, int] = field(default_factory=dict, repr=False)
+    adaptive: Mapping[str, Any] = field(default_factory=dict)  # [adaptive] target_ci, max_seeds (tokbench.adaptive)
 
     def where(self, *path: str | int) -> str:
         """``file:line`` of the key at ``path`` (or of its nearest enclosing table)."""
@@ -217,6 +219,11 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
     if max_steps is not None and (not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 0):
         raise check.fail(("budget", "max_steps"), f"max_steps must be an integer >= 0, got {max_steps!r}")
 
+    adaptive = data.get("adaptive", {})
+    if not isinstance(adaptive, dict):
+        raise check.fail(("adaptive",), "adaptive must be a table, e.g. [adaptive] target_ci = 0.02")
+    check.keys(adaptive, _ADAPTIVE_KEYS, ("adaptive",), "[adaptive]")
+
     grid = data.get("grid")
     if not isinstance(grid, list) or not grid:
         raise check.fail(("grid",), "a suite needs at least one [[grid]] block")
@@ -250,4 +257,4 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             model_params=check.tables(block.get("model", {}), path + ("model",)),
             train=train,
         ))
-    return Suite(name, origin, description, max_steps, tuple(blocks), check.lines)
+    return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive)

@@ -7,6 +7,7 @@ suite file), 3 when the records cannot be written, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import tempfile
 from itertools import islice
@@ -17,7 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from tokbench.commands import loaded_registry
+from tokbench import adaptive
+from tokbench.commands import loaded_registry, output_console
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -66,6 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="parameter override: task.KEY, model.KEY, train.KEY (optimizer, lr, steps, batch_size, "
                      "lr_grid), or a bare KEY for every task, model or recipe that declares it")
     run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
+    run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
+                     help="adaptive seeds: add seeds to each cell until the half-width of its 95%% accuracy interval "
+                     "is at most this (e.g. 0.02) or --max-seeds is reached; records say why each cell stopped "
+                     "(suite key: [adaptive] target_ci)")
+    run.add_argument("--max-seeds", type=_positive, metavar="N",
+                     help="with --target-ci: at most N seeds per cell (default 20; suite key: [adaptive] max_seeds)")
     run.add_argument("--dry-run", action="store_true", help="list the pairings and which are done; train nothing")
     run.add_argument("--rerun", choices=RERUN_MODES, default="missing",
                      help="which pairings with a record run again: none (missing, the default), failed ones, or all")
@@ -148,7 +156,7 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
 
 
 def _run(args: argparse.Namespace) -> int:
-    console = Console()
+    console = output_console()
     err = Console(stderr=True)
     registry = loaded_registry()
     suite = load_suite(args.suite)
@@ -160,6 +168,8 @@ def _run(args: argparse.Namespace) -> int:
             return 0
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
+    goal = adaptive.target(args.target_ci if args.target_ci is not None else suite.adaptive.get("target_ci"),
+                           args.max_seeds if args.max_seeds is not None else suite.adaptive.get("max_seeds"))
 
     loaded = load_records(args.out, strict=args.strict)
     for problem in loaded.problems:
@@ -187,9 +197,16 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
     else:
         print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)", file=sys.stderr)
+    if goal is not None:
+        grid = adaptive.run_until(grid, finished, loaded.records, goal, lambda more: _train(
+            args, more, loaded.records, f"{len(more)} more seeds for cells wider than ±{goal.half_width:g}", console),
+            args.out)
 
     records = [finished[p.config_hash] for p in grid]
     print_summary(records, console)
+    board = shlex.quote(f"{args.out.as_posix().rstrip('/')}-leaderboard")
+    print(f"tokbench: records in {args.out}/; tables, HTML and plots: tokbench leaderboard --records "
+          f"{shlex.quote(args.out.as_posix())} --format all --out {board}", file=sys.stderr)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         variants = variant_labels(records)

@@ -3,7 +3,17 @@ from __future__ import annotations
 
 import sys
 
+from rich.console import Console
+
 from tokbench.plugins import Registry, registry
+
+PIPED_WIDTH = 100_000  # piped output is never folded at 80 columns: names stay whole for grep and scripts
+
+
+def output_console() -> Console:
+    """A rich console on stdout: the terminal's width, or (piped) wide enough that nothing wraps."""
+    console = Console()
+    return console if console.is_terminal else Console(width=PIPED_WIDTH, color_system=None)
 
 
 def loaded_registry(warn: bool = True) -> Registry:

@@ -4,11 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from tokbench.commands import loaded_registry
+from tokbench.commands import loaded_registry, output_console
 from tokbench.params import parse_assignments
 from tokbench.specs import ModelSpec, TaskSpec
 
@@ -48,7 +47,7 @@ def _ls(args: argparse.Namespace) -> int:
         table.add_column(column, overflow="fold")
     for spec in specs:
         table.add_row(escape(spec.name), escape(spec.version), escape(spec.plugin), escape(_first_sentence(spec.description)))
-    Console().print(table)
+    output_console().print(table)
     return 0
 
 
@@ -65,7 +64,7 @@ def _plugins(args: argparse.Namespace) -> int:
         style = {"ok": "green", "error": "red", "disabled": "yellow"}[p.status]
         table.add_row(escape(p.name), escape(f"{p.distribution} {p.version}"), f"[{style}]{p.status}[/]",
                       ", ".join(p.hooks), escape(registered), escape(p.error or ""))
-    Console().print(table)
+    output_console().print(table)
     return 0
 
 
@@ -85,7 +84,7 @@ def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**spec.to_json(), "resolved": values}, indent=2))
         return 0
-    console = Console()
+    console = output_console()
     console.print(f"[bold]{escape(spec.name)}[/] v{escape(spec.version)}  ({escape(spec.plugin)})")
     console.print(escape(spec.description))
     if spec.citation:

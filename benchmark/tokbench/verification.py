@@ -99,14 +99,13 @@ def rerun(record: Record, registry: Any) -> Record:
     from tokbench.grid import Pairing
     from tokbench.results import git_commit
     from tokbench.runner import execute
-    from tokbench.specs import Recipe
 
     task, model = registry.task(record["task"]), registry.model(record["model"])
     for kind, spec, version in (("task", task, record["task_version"]), ("model", model, record["model_version"])):
         if spec.version != version:
             raise UsageError(f"{kind} {spec.name} is version {spec.version} here, the record has version {version}")
-    pairing = Pairing(task, model, task.resolve(record["params"]["task"]), model.resolve(record["params"]["model"]),
-                      Recipe().override(record["params"]["train"]), record["seed"])
+    pairing = Pairing.of(task, model, task.resolve(record["params"]["task"]), model.resolve(record["params"]["model"]),
+                         model.recipe.override(record["params"]["train"]), record["seed"])
     if pairing.config_hash != record["config_hash"]:
         raise UsageError(f"the configuration rebuilt here hashes to {pairing.config_hash}, not the record's "
                          f"{record['config_hash']}: a parameter's meaning or default changed")

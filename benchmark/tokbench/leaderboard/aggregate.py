@@ -128,6 +128,12 @@ class Cell:
     def accuracy(self) -> Stat | None:
         return self.metrics.get("accuracy")
 
+    @property
+    def adaptive(self) -> dict[str, Any] | None:
+        """Why ``tokbench run --target-ci`` stopped adding seeds to this cell, as its records say."""
+        notes = [r["adaptive"] for r in self.ok + self.failed if r.get("adaptive")]
+        return notes[-1] if notes else None
+
     def values(self, metric: str) -> list[float]:
         """The per-seed values of ``metric`` (seeds where it is null are left out)."""
         return [r["metrics"][metric] for r in self.ok if r["metrics"].get(metric) is not None]

@@ -191,6 +191,7 @@ def attention(column: Column, panels: list[tuple[str, list[float]]]) -> Any:
         ax.axhline(1 / len(profile), color="grey", linestyle="--", linewidth=0.8, label="uniform")
         ax.set_ylim(0, 1.05 * top)  # one scale for every panel, set by the highest peak
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # positions are whole numbers
+        ax.tick_params(labelbottom=True)
         ax.set_title(_title(label), fontsize=8)
         ax.set_xlabel("input position")
         ax.set_ylabel("mean attention")

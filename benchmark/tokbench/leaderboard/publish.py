@@ -42,15 +42,12 @@ def render(sections: Sequence[Section], fmt: str, images: Mapping[str, Sequence[
 
 def show(sections: Sequence[Section], console: Any = None) -> None:
     """Print the brief leaderboard (main table, findings, failed runs) on a rich console (default: stdout)."""
-    from rich.console import Console
-
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
 
-    console = console or Console()
-    if not console.is_terminal:  # piped: full names, never folded at 80 columns
-        console = Console(file=console.file, width=100_000, color_system=None)
-    to_terminal(document(sections, brief=True), console)
+    from tokbench.commands import output_console
+
+    to_terminal(document(sections, brief=True), console or output_console())
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
@@ -68,17 +65,23 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
     """The commands that remake the published folder ``out`` from the repository root.
 
     By the published folder's convention, a named section holds the full run of the suite
-    of that name.
+    of that name; a name that is no built-in suite comes from a suite file of a plugin,
+    which the records do not name, so its line says what to do instead of guessing a command.
     """
+    from tokbench.suites import builtin_suites
+
     runs, options = [], []
     for section in sections:
         folder = records_folder(section, out).as_posix()
         if section.name:
-            runs.append(f"tokbench run --suite {section.name} --out {folder}")
+            runs.append(f"tokbench run --suite {section.name} --out {folder}" if section.name in builtin_suites() else
+                        f"# {section.name}: not a built-in suite: install the plugins it needs (pip install -e DIR), "
+                        f"then tokbench run --suite THEIR_SUITE.toml --out {folder}")
             options.append(f"--records {section.name}={folder}")
         else:
             options.append(f"--records {folder}")
-    return [*runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
+    first = "# first install every plugin that provides a task or model the records name (see tokbench plugins)"
+    return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
 
 
 def plot_plans(sections: Sequence[Section]) -> dict[str, list[Plot]]:

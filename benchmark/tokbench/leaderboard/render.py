@@ -249,7 +249,7 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
         "metrics": {name: _stat_json(stat) for name, stat in cell.metrics.items()},
         "untrained_accuracy": _stat_json(cell.untrained), "steps": _stat_json(cell.steps),
         "final_loss": _stat_json(cell.final_loss), "wall_seconds": _stat_json(cell.wall_seconds),
-        "chosen_lrs": cell.chosen_lrs, **notes.verdicts(cell),
+        "chosen_lrs": cell.chosen_lrs, "adaptive": cell.adaptive, **notes.verdicts(cell),
     }
 
 

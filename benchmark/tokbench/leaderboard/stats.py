@@ -51,8 +51,10 @@ _RANGES = {"loss": (0.0, math.inf), "bayes_loss": (0.0, math.inf), "excess_loss_
 
 
 def metric_range(name: str) -> tuple[float, float]:
-    """The values ``name`` can take: accuracies and ``*_attention`` in [0, 1], ``*_correlation`` in [-1, 1]."""
-    if name.endswith("accuracy") and name != "normalized_accuracy" or name.endswith("_attention"):
+    """The values ``name`` can take: accuracies, ``*_attention`` and ``agree_*`` in [0, 1], ``*_correlation`` in
+    [-1, 1]."""
+    if name.endswith("accuracy") and name != "normalized_accuracy" or name.endswith("_attention") \
+            or name.startswith("agree_"):
         return 0.0, 1.0
     if name.endswith("_correlation"):
         return -1.0, 1.0

@@ -12,7 +12,8 @@ from tokbench.errors import UsageError
 from tokbench.grid import expand
 from tokbench.plugins import registry
 from tokbench.results import load_records
-from tokbench.runner import build_record
+from tokbench.harness import PairingResult
+from tokbench.outcome import Outcome, record_of
 from tokbench.suites import parse_suite
 
 SUITE = """
@@ -32,11 +33,15 @@ def _grid(test_size: int = 1000):
     return expand(parse_suite(SUITE.format(test_size=test_size), "s.toml", "s"), registry())
 
 
+PROVENANCE = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
+              "device": "cpu"}
+
+
 def _records(pairings, accuracy):
-    return {p.config_hash: build_record(p, {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2",
-                                            "lightning": "2", "device": "cpu", "started_at": "2026-01-01T00:00:00Z"},
-                                        metrics={"accuracy": accuracy(p), "bayes_accuracy": 0.5},
-                                        train={"steps": 0}, curve={"step": [0], "loss": [1.0], "accuracy": [0.17]})
+    def result(p):
+        return PairingResult(metrics={"accuracy": accuracy(p), "bayes_accuracy": 0.5}, train={"steps": 0},
+                             curve={"step": [0], "loss": [1.0], "accuracy": [0.17]})
+    return {p.config_hash: record_of(p, Outcome("2026-01-01T00:00:00Z", 0.1, result=result(p)), PROVENANCE)
             for p in pairings}
 
 

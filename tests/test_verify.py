@@ -42,7 +42,10 @@ def test_bit_identity_is_required_only_in_the_recorded_environment():
     rec = record(accuracy=0.5, diagnostics={"parent_attention": 0.9})
     rec["provenance"].update(HERE, threads=1)
     assert verification.same_environment(rec, HERE)
-    assert not verification.same_environment({**rec, "provenance": {**rec["provenance"], "threads": 2}}, HERE)
+    two = {**rec, "provenance": {**rec["provenance"], "threads": 2}}
+    assert verification.same_environment(two, HERE) and verification.threads(two) == 2  # retrained on 2 threads
+    unknown = {**rec, "provenance": {k: v for k, v in rec["provenance"].items() if k != "threads"}}
+    assert not verification.same_environment(unknown, HERE) and verification.threads(unknown) == 1
     older = record(accuracy=0.5)  # no processor or thread count recorded: never the same environment
     assert not verification.same_environment(older, {**HERE, "python": older["provenance"]["python"]})
 

@@ -66,6 +66,7 @@ class Verdict:
     differences: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # metric -> (published, rerun)
     mismatches: list[str] = field(default_factory=list)
     error: str | None = None
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -92,13 +93,17 @@ def compare(record: Record, rerun: Record, exact: bool) -> Verdict:
     return verdict
 
 
-def rerun(record: Record, registry: Any) -> Record:
-    """Train ``record``'s pairing again from its stored configuration, with its recorded torch thread count."""
-    import torch
+def rerun(record: Record, registry: Any) -> tuple[Record, str | None]:
+    """Train ``record``'s pairing again from its stored configuration, with its recorded torch thread count.
 
+    Returns the new record and a note: a parameter that this tokbench declares and the
+    record lacks (added since, under the same task and model versions) runs at its
+    default, and the note names it; a stored value that resolves differently here is an
+    error (the configuration cannot be rebuilt).
+    """
     from tokbench.grid import Pairing
-    from tokbench.results import git_commit
-    from tokbench.runner import execute
+    from tokbench.isolation import execute, set_threads, trainer_provenance
+    from tokbench.results import clean, git_commit
 
     task, model = registry.task(record["task"]), registry.model(record["model"])
     for kind, spec, version in (("task", task, record["task_version"]), ("model", model, record["model_version"])):
@@ -106,8 +111,16 @@ def rerun(record: Record, registry: Any) -> Record:
             raise UsageError(f"{kind} {spec.name} is version {spec.version} here, the record has version {version}")
     pairing = Pairing.of(task, model, task.resolve(record["params"]["task"]), model.resolve(record["params"]["model"]),
                          model.recipe.override(record["params"]["train"]), record["seed"])
+    note = None
     if pairing.config_hash != record["config_hash"]:
-        raise UsageError(f"the configuration rebuilt here hashes to {pairing.config_hash}, not the record's "
-                         f"{record['config_hash']}: a parameter's meaning or default changed")
-    torch.set_num_threads(threads(record))
-    return execute(pairing, git_commit())
+        rebuilt, stored = clean(pairing.variant.params), record["params"]  # as written: tuples are lists
+        changed = [f"{space}.{key}" for space in stored for key, value in stored[space].items()
+                   if rebuilt[space].get(key) != value]
+        if changed:
+            raise UsageError(f"the stored {', '.join(changed)} resolve differently here: the configuration cannot "
+                             "be rebuilt")
+        added = [f"{space}.{key}={value}" for space in rebuilt for key, value in rebuilt[space].items()
+                 if key not in stored.get(space, {})]
+        note = "parameters added since, at their defaults: " + ", ".join(added)
+    set_threads(threads(record))
+    return execute(pairing, trainer_provenance(git_commit(), threads(record))), note

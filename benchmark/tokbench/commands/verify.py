@@ -61,7 +61,9 @@ def _verify(args: argparse.Namespace) -> int:
     for record in chosen:
         exact = verification.same_environment(record, here)
         try:
-            verdict = verification.compare(record, verification.rerun(record, registry), exact)
+            again, note = verification.rerun(record, registry)
+            verdict = verification.compare(record, again, exact)
+            verdict.note = note
         except UsageError as exc:
             verdict = Verdict(record, exact, error=str(exc))
         bad += not verdict.ok
@@ -82,4 +84,5 @@ def _line(verdict: Verdict) -> str:
                                                " (within tolerance)" if is_accuracy(m) else " (not compared)")
                         for m, (a, b) in verdict.differences.items())
     status = "ok  " if verdict.ok else "FAIL"
-    return f"{status}  {name}, {mode}: " + (changed or "every metric bit-identical")
+    note = f" [{verdict.note}]" if verdict.note else ""
+    return f"{status}  {name}, {mode}: " + (changed or "every metric bit-identical") + note

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +11,8 @@ from tokbench import adaptive
 from tokbench.cli import main
 from tokbench.errors import UsageError
 from tokbench.grid import expand
+from tokbench.leaderboard.aggregate import Section
+from tokbench.leaderboard.publish import regenerate_commands
 from tokbench.plugins import registry
 from tokbench.results import load_records
 from tokbench.harness import PairingResult
@@ -83,6 +86,9 @@ def test_run_with_a_target_adds_seeds_and_records_why_each_cell_stopped(tmp_path
     capsys.readouterr()
     assert main(["leaderboard", "--records", str(out), "--format", "json"]) == 0
     assert '"stopped": "max seeds"' in capsys.readouterr().out
+    # The published folder's regenerate line repeats the target.
+    lines = regenerate_commands([Section.of(records, "default")], Path("lb"))
+    assert "tokbench run --suite default --target-ci 0.05 --max-seeds 5 --out lb/records/default" in lines
 
 
 def test_the_suite_can_set_the_target(tmp_path):

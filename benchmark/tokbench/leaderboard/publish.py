@@ -74,7 +74,8 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
     for section in sections:
         folder = records_folder(section, out).as_posix()
         if section.name:
-            runs.append(f"tokbench run --suite {section.name} --out {folder}" if section.name in builtin_suites() else
+            runs.append(f"tokbench run --suite {section.name}{_adaptive_flags(section)} --out {folder}"
+                        if section.name in builtin_suites() else
                         f"# {section.name}: not a built-in suite: install the plugins it needs (pip install -e DIR), "
                         f"then tokbench run --suite THEIR_SUITE.toml --out {folder}")
             options.append(f"--records {section.name}={folder}")
@@ -82,6 +83,15 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
             options.append(f"--records {folder}")
     first = "# first install every plugin that provides a task or model the records name (see tokbench plugins)"
     return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
+
+
+def _adaptive_flags(section: Section) -> str:
+    """`` --target-ci X --max-seeds N`` when the section's records were made with that adaptive target."""
+    targets = {(note["target_ci"], note["max_seeds"]) for r in section.records if (note := r.get("adaptive"))}
+    if len(targets) != 1:
+        return ""
+    (half_width, cap), = targets
+    return f" --target-ci {half_width:g} --max-seeds {cap}"
 
 
 def plot_plans(sections: Sequence[Section]) -> dict[str, list[Plot]]:

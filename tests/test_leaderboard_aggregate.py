@@ -89,16 +89,16 @@ def test_findings_match_below_chance_and_variants_from_tests():
     assert notes.versus_bayes(cells["few"]).verdict is None
     assert notes.versus_bayes(board.column_cells(walk)[0]).verdict == "matches"
     text = notes.findings(board)
-    assert ("deterministic-walk: attn-paper-a dtype=float32 (1.000 (1.000–1.000)) matches the Bayes optimum 1.000 "
+    assert ("deterministic-walk: attn-paper-a dtype=float32 at 1.000 (1.000–1.000) matches the Bayes optimum 1.000 "
             "(equivalent within ±0.02, TOST at 5%).") in text
-    assert ("deterministic-walk: every model tested except attn-paper-a dtype=float32 (1.000 (1.000–1.000)) is below "
+    assert ("deterministic-walk: every model tested except attn-paper-a dtype=float32 at 1.000 (1.000–1.000) is below "
             "the Bayes optimum 1.000 (95% interval of the difference below 0).") in text
-    assert any(line.startswith("deterministic-walk: attn-paper-a (0.167") and "stays at its untrained accuracy" in line
+    assert any(line.startswith("deterministic-walk: attn-paper-a at 0.167") and "stays at its untrained accuracy" in line
                for line in text), text
-    assert any("attn-paper-a dtype=float32 (1.000" in line and "scores higher than attn-paper-a (0.167" in line
+    assert any("attn-paper-a dtype=float32 at 1.000" in line and "scores higher than attn-paper-a at 0.167" in line
                for line in text), text
     assert "deterministic-walk: no claim about few (fewer than 3 seeds)." in text
-    assert "random-walk: attn-paper-a (0.500 (0.486–0.514)) matches the Bayes optimum 0.500 (equivalent within " \
+    assert "random-walk: attn-paper-a at 0.500 (0.486–0.514) matches the Bayes optimum 0.500 (equivalent within " \
            "±0.02, TOST at 5%)." in text
 
 

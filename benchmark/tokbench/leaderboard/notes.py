@@ -48,7 +48,7 @@ def _names(labels: list[str]) -> str:
 
 
 def _with_accuracy(cell: Cell) -> str:
-    return f"{cell.row.label} ({measure_text(Measure(cell.accuracy))})"
+    return f"{cell.row.label} at {measure_text(Measure(cell.accuracy))}"
 
 
 NAMED_WITH_ACCURACY = 3  # longer lists name the models only: the table has their numbers
@@ -133,7 +133,7 @@ def _bayes_findings(name: str, optimum: float, cells: list[Cell]) -> list[str]:
 
 def _largest(cells: list[Cell], diagnostic: str) -> str:
     top = max((c for c in cells if diagnostic in c.metrics), key=lambda c: c.metrics[diagnostic].mean)
-    return f"largest mean {diagnostic}: {top.row.label} ({measure_text(Measure(top.metrics[diagnostic]))})"
+    return f"largest mean {diagnostic}: {top.row.label} at {measure_text(Measure(top.metrics[diagnostic]))}"
 
 
 def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:

@@ -1,0 +1,27 @@
+"""Output into pipes: a reader that stops early gets no traceback, and piped tables keep whole names."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def _tokbench(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tokbench.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def test_a_closed_pipe_is_no_traceback():
+    """`tokbench ls models --json | head -0`: the reader is gone before the first write."""
+    process = _tokbench("ls", "models", "--json")
+    process.stdout.close()
+    err = process.stderr.read().decode()
+    process.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_piped_tables_are_not_folded_at_80_columns():
+    done = subprocess.run([sys.executable, "-m", "tokbench.cli", "ls", "models"], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "40"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "attn-onehot-concat-zeroinit" in done.stdout  # one whole name, not "attn-onehot-c" / "oncat"

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-SECTIONS = ("walks", "scc", "grid", "plan")
+SECTIONS = ("walks", "scc", "grid", "plan", "single")
 
 
 def main() -> int:

@@ -16,6 +16,7 @@ import once; where fork is unavailable they are spawned.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import signal
 import threading
@@ -105,6 +106,12 @@ def _context() -> multiprocessing.context.BaseContext:
         context.set_forkserver_preload(["tokbench.harness"])
         return context
     return multiprocessing.get_context("spawn")  # forking after torch is imported is unsafe
+
+
+def start_server() -> None:
+    """Start the fork server now, so that its import of torch overlaps the parent's planning."""
+    if _context().get_start_method() == "forkserver":
+        multiprocessing.forkserver.ensure_running()
 
 
 def signature(path: Path) -> tuple[int, int, int] | None:

@@ -24,6 +24,7 @@ from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
+from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
 from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
 
@@ -158,6 +159,8 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
 def _run(args: argparse.Namespace) -> int:
     console = output_console()
     err = Console(stderr=True)
+    if args.executor == "local" and not args.dry_run:
+        start_server()
     registry = loaded_registry()
     suite = load_suite(args.suite)
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings))

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Benchmark attention models on token-selection tasks (random walks, deterministic walks, "
         "SCC automata and whatever plugins add).",
         epilog="Plugins: TOKBENCH_PLUGINS=a,b loads only the named plugins; TOKBENCH_DISABLE_PLUGINS=a,b skips "
-        "them. " + EXIT_CODES,
+        "them; TOKBENCH_PLUGIN_TIMEOUT=SECONDS bounds each plugin's import and hooks (default 30). " + EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"tokbench {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

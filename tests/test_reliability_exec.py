@@ -21,7 +21,7 @@ train_size = 32
 val_size = 16
 test_size = 16
 """
-ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang")
+ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable")
 
 
 def hostile_suite(folder: Path, acts=ACTS) -> Path:
@@ -49,7 +49,7 @@ def test_each_hostile_pairing_gets_a_record_saying_what_happened_and_the_grid_go
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     records = by_act(out_dir)
-    assert len(records) == 7 == len(record_files(out_dir))
+    assert len(records) == 8 == len(record_files(out_dir))
     assert records["none"]["status"] == "ok"
     failures = {act: (r["status"], r.get("failure"), r["error"]) for act, r in records.items() if act != "none"}
     assert failures["raise"] == ("failed", {"phase": "train", "exit_status": None, "signal": None},
@@ -61,7 +61,8 @@ def test_each_hostile_pairing_gets_a_record_saying_what_happened_and_the_grid_go
     assert failures["hang"] == ("failed", {"phase": "timeout", "exit_status": None, "signal": None},
                                 "timed out after 3 s")
     assert failures["missing"][:2] == ("failed", {"phase": "environment", "exit_status": None, "signal": None})
-    assert "6 of 7 pairings failed" in done.stderr
+    assert failures["not_applicable"] == ("not_applicable", None, "this model refuses every task")
+    assert "6 of 8 pairings failed" in done.stderr
     # A plain rerun retries only the pairing that failed for the environment (its module was missing).
     again = cli("run", "--suite", str(hostile_suite(tmp_path)), "--out", str(out_dir), "--dry-run", env=env)
     [retried] = [line for line in again.stdout.splitlines() if line.startswith("run ")]

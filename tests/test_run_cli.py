@@ -148,3 +148,13 @@ def test_an_out_folder_that_cannot_be_created_is_an_environment_error(tmp_path, 
     code, out, err = run(capsys, "--suite", str(tiny), "--out", str(blocker / "runs"))
     assert code == 3 and err.count("\n") == 1
     assert f"{blocker / 'runs'}: cannot write records there: Not a directory" in err and not out
+
+
+def test_a_pairing_that_is_not_applicable_gets_its_record_and_is_no_failure(tmp_path, capsys):
+    # mqar is scored at every position; attn-nope predicts only the last one.
+    code, out, err = run(capsys, "--task", "mqar", "--model", "attn-nope", "--seeds", "1", "--out", str(tmp_path))
+    [record] = load_records(tmp_path).records.values()
+    assert code == 0, err
+    assert record["status"] == "not_applicable" and "predicts only the last position" in record["error"]
+    assert record["metrics"] == {} and "failure" not in record
+    assert "n/a" in out

@@ -5,7 +5,7 @@ import signal
 import subprocess
 import sys
 
-from run_support import alive, descendants, record_files, start_run, wait_until, write_suite
+from run_support import alive, descendants, record_files, start_run, wait_until, workers_of, write_suite
 from tokbench.isolation import LocalExecutor
 from tokbench.results import load_records
 from tokbench.runner import make_executor
@@ -40,14 +40,16 @@ def test_sigkill_mid_grid_then_rerun_gives_each_pairing_exactly_one_record(tmp_p
     first = start_run(*args, log=tmp_path / "first.log")
     try:
         assert wait_until(lambda: len(record_files(out_dir)) >= 2 or first.poll() is not None, 300)
-        workers = descendants(first.pid)
+        workers, helpers = workers_of(first.pid), descendants(first.pid)
         first.send_signal(signal.SIGKILL)
         first.wait()
     finally:
         first.kill()
     assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()
-    # The workers (and their fork server) notice that their parent is gone and stop; none trains on as an orphan.
+    # The workers notice that their parent is gone and stop: none trains on as an orphan. Their fork server
+    # (which trains nothing) leaves too, once its interpreter has shut down.
     assert workers and wait_until(lambda: not any(map(alive, workers)), 10)
+    assert wait_until(lambda: not any(map(alive, helpers)), 60)
 
     survivors = {f.name: f.read_bytes() for f in record_files(out_dir)}
     assert 2 <= len(survivors) < 9, "the kill must land in the middle of the grid"
@@ -62,5 +64,5 @@ def test_sigkill_mid_grid_then_rerun_gives_each_pairing_exactly_one_record(tmp_p
     assert all(r["status"] == "ok" for r in loaded.records.values())
     # No finished pairing was trained twice: every record that survived the kill is untouched.
     assert all((out_dir / name).read_bytes() == content for name, content in survivors.items())
-    assert not any(alive(pid) for pid in workers)
+    assert not any(alive(pid) for pid in helpers)
 

@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "lr_grid), or a bare KEY for every task, model or recipe that declares it")
     run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
     run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
-                     help="adaptive seeds: add seeds to each cell until the half-width of its 95%% accuracy interval "
+                     help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "
                      "is at most this (e.g. 0.02) or --max-seeds is reached; records say why each cell stopped "
                      "(suite key: [adaptive] target_ci)")
     run.add_argument("--max-seeds", type=_positive, metavar="N",

@@ -6,7 +6,7 @@ intervals):
 
 - *matches the Bayes optimum*: the per-seed difference between the model's
   accuracy and the optimum is equivalent to 0 within +-``MARGIN`` (TOST);
-- *below the Bayes optimum*: the 95% interval of that difference is below 0;
+- *below the Bayes optimum*: the ``CONFIDENCE`` interval of that difference is below 0;
 - *stays at its untrained accuracy* (chance, named): the per-seed difference
   from the model's own accuracy before training (its training accuracy at step 0)
   is equivalent to 0 within +-``MARGIN``;
@@ -23,7 +23,9 @@ from typing import Any
 
 from tokbench.leaderboard import stats
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Leaderboard, format_value
-from tokbench.leaderboard.stats import ABOVE, BELOW, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
+from tokbench.leaderboard.stats import ABOVE, BELOW, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
+
+LEVEL, ALPHA = f"{CONFIDENCE:.0%}", f"{1 - CONFIDENCE:.0%}"  # "95%" and the 5% of each one-sided test
 from tokbench.leaderboard.views import Measure, column_header, measure_text, row_header, seeds_text
 
 
@@ -116,10 +118,10 @@ def _bayes_findings(name: str, optimum: float, cells: list[Cell]) -> list[str]:
     lines = []
     if groups[MATCHES]:
         lines.append(f"{name}: " + _sentence(_who(groups[MATCHES], cells), "matches", "match",
-                                             f"{bayes} (equivalent within ±{MARGIN:g}, TOST at 5%)."))
+                                             f"{bayes} (equivalent within ±{MARGIN:g}, TOST at {ALPHA})."))
     if groups[BELOW]:
         lines.append(f"{name}: " + _sentence(_who(groups[BELOW], cells), "is", "are",
-                                             f"below {bayes} (95% interval of the difference below 0)."))
+                                             f"below {bayes} ({LEVEL} interval of the difference below 0)."))
     if groups[UNDECIDED]:
         lines.append(f"{name}: " + _sentence(_who(groups[UNDECIDED], cells), "is", "are",
                                              f"neither shown to match {bayes} within ±{MARGIN:g} nor shown below "
@@ -153,7 +155,7 @@ def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
             if stats.differs(a, variant.eval_var("accuracy"), b, base.eval_var("accuracy")):
                 direction = "higher" if stats.mean(a) > stats.mean(b) else "lower"
                 lines.append(f"{name}: {_with_accuracy(variant)} scores {direction} than {_with_accuracy(base)} "
-                             "(95% Welch interval of the difference excludes 0).")
+                             f"({LEVEL} Welch interval of the difference excludes 0).")
     return lines
 
 
@@ -182,10 +184,10 @@ def method() -> list[str]:
         "and a model that predicts only the last one).",
         _coverage_text(),
         f"Claims are tests on per-seed differences, never overlaps of intervals: a model matches the Bayes optimum "
-        f"when the difference is equivalent to 0 within ±{MARGIN:g} (two one-sided tests at 5%); it is below it "
-        "when the 95% interval of the difference lies below 0; it stays at its untrained accuracy (its training "
+        f"when the difference is equivalent to 0 within ±{MARGIN:g} (two one-sided tests at {ALPHA}); it is below it "
+        f"when the {LEVEL} interval of the difference lies below 0; it stays at its untrained accuracy (its training "
         f"accuracy at step 0) when that difference is equivalent to 0 within ±{MARGIN:g}; a variant differs from "
-        f"its base configuration when the 95% Welch interval excludes 0. No claim is made with fewer than "
+        f"its base configuration when the {LEVEL} Welch interval excludes 0. No claim is made with fewer than "
         f"{MIN_SEEDS} seeds. Bold marks the highest mean of a column among learned models and every mean shown "
         f"equivalent to it within ±{MARGIN:g} on the same seeds.",
         "The Bayes optimum row is the analytic optimum each task reports for its data (mean over seeds). Oracle "

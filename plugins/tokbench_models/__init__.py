@@ -1,0 +1,145 @@
+"""Built-in plugin: model families beyond one attention layer.
+
+Multi-layer causal transformers, causal linear attention, GRU and LSTM, a fully connected net on
+the flattened sequence, and Mamba. Every family predicts at every position (causally), so each
+applies to tasks scored at the last position and to tasks scored at many. The implementations
+(one family per module) are imported only when a run builds a model.
+"""
+from dataclasses import replace
+
+from tokbench import ModelSpec, Param, Recipe, hookimpl
+from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, T5_PARAMS
+
+# nanoGPT's recipe at these sizes: AdamW (betas 0.9, 0.95), weight decay 0.1, linear warm-up then cosine
+# decay, gradient norm clipped at 1. The learning rate is a small model's: 1e-3 (nanoGPT's 6e-4 is for GPT-2).
+ADAMW_COSINE = Recipe(optimizer="adamw", lr=1e-3, steps=1000, batch_size=64, weight_decay=0.1, betas=(0.9, 0.95),
+                      schedule="cosine", warmup_steps=50, grad_clip=1.0)
+
+ENCODING_CHOICES = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5bias", "onehot-concat")
+TABLE_ENCODINGS = ("nope", "sinusoidal", "learned", "onehot-concat")  # those that act on the embeddings only
+DECODER_PARAMS = (
+    Param("layers", "int", 1, "blocks (attention + optional MLP)", low=1),
+    Param("d", "int", 32, "width of the residual stream", low=1),
+    Param("heads", "int", 2, "attention heads per layer (d must be a multiple)", low=1),
+    Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the attention of each block"),
+    Param("positional", "str", "rope", "positional encoding, as in the attn-* family", choices=ENCODING_CHOICES),
+    BASE, *T5_PARAMS, *CONCAT_PARAMS,
+)
+
+
+def _decoder_params(choices: tuple[str, ...], **defaults) -> tuple[Param, ...]:
+    params = (replace(p, choices=choices) if p.name == "positional" else p for p in DECODER_PARAMS)
+    return tuple(replace(p, default=defaults.get(p.name, p.default)) for p in params)
+
+
+def _transformer(name: str, layers: int) -> ModelSpec:
+    return ModelSpec(
+        name=name,
+        version="1",
+        description=(
+            f"A causal pre-LN transformer decoder (nanoGPT's layout), {layers} layer(s) of multi-head softmax "
+            "attention and a GELU MLP, any positional encoding of the attn-* family (RoPE by default); predicts "
+            "at every position and returns the attention of every layer and head. "
+            f"Recipe: {ADAMW_COSINE.describe()}."
+        ),
+        citation=f"Vaswani et al. 2017, arXiv:1706.03762; Karpathy, nanoGPT (layout and recipe); {CITATION_POSITIONS}",
+        implementation="tokbench_models.transformer:Transformer",
+        params=_decoder_params(ENCODING_CHOICES, layers=layers),
+        recipe=ADAMW_COSINE,
+        predicts="every",
+    )
+
+
+TRANSFORMERS = (_transformer("transformer", 1), _transformer("transformer-2l", 2), _transformer("transformer-4l", 4))
+
+LINEAR_ATTENTION = ModelSpec(
+    name="linear-attention",
+    version="1",
+    description=(
+        "Causal linear attention with the elu(x) + 1 feature map in the pre-LN decoder of `transformer` "
+        "(2 layers by default); trained with running sums (linear in the context length), and its normalised "
+        "weights phi(q).phi(k) / sum phi(q).phi(k') are its attention. Positions only through a table on the "
+        f"embeddings (learned by default). Recipe: {ADAMW_COSINE.describe()}."
+    ),
+    citation="Katharopoulos, Vyas, Pappas & Fleuret, Transformers are RNNs, ICML 2020, arXiv:2006.16236",
+    implementation="tokbench_models.linear_attention:LinearTransformer",
+    params=_decoder_params(TABLE_ENCODINGS, layers=2, positional="learned"),
+    recipe=ADAMW_COSINE,
+    predicts="every",
+)
+
+# Recurrent nets are classically trained with Adam at a constant rate and clipped gradients.
+RECURRENT_RECIPE = Recipe(optimizer="adam", lr=3e-3, steps=1000, batch_size=64, grad_clip=1.0)
+RECURRENT_PARAMS = (
+    Param("d", "int", 32, "token embedding width", low=1),
+    Param("hidden", "int", 64, "hidden state width", low=1),
+    Param("layers", "int", 1, "stacked recurrent layers", low=1),
+)
+RECURRENT = tuple(
+    ModelSpec(
+        name=name,
+        version="1",
+        description=(f"torch.nn.{cls} over learned token embeddings, a linear read-out of the hidden state at "
+                     f"every position; no attention. Recipe: {RECURRENT_RECIPE.describe()}."),
+        citation=citation,
+        implementation=f"tokbench_models.recurrent:{cls}",
+        params=RECURRENT_PARAMS,
+        recipe=RECURRENT_RECIPE,
+        predicts="every",
+    )
+    for name, cls, citation in (
+        ("gru", "GRU", "Cho et al. 2014, arXiv:1406.1078"),
+        ("lstm", "LSTM", "Hochreiter & Schmidhuber, Neural Computation 1997"),
+    )
+)
+
+MLP = ModelSpec(
+    name="mlp",
+    version="1",
+    description=(
+        "A fully connected ReLU net on the flattened one-hot sequence (T*V inputs), the FCN of the sparse "
+        "token selection results. It predicts at every position by zeroing the inputs after it and adding a "
+        "one-hot of the position; at the last position it is exactly the FCN on the whole sequence. No "
+        "attention; not applicable where its first layer would exceed 2^24 weights. "
+        "Recipe: AdamW, weight decay 0.01, constant lr 1e-3, 1000 steps, batch 64."
+    ),
+    citation=("Sanford, Hsu & Telgarsky, Representational Strengths and Limitations of Transformers, NeurIPS 2023, "
+              "arXiv:2306.02896; Wang, Wei, Hsu & Lee, Transformers Provably Learn Sparse Token Selection While "
+              "Fully-Connected Nets Cannot, ICML 2024, arXiv:2406.06893"),
+    implementation="tokbench_models.mlp:FlattenedMLP",
+    params=(
+        Param("width", "int", 256, "width of every hidden layer", low=1),
+        Param("depth", "int", 2, "hidden layers", low=1),
+    ),
+    recipe=Recipe(optimizer="adamw", lr=1e-3, steps=1000, batch_size=64, weight_decay=0.01),
+    predicts="every",
+)
+
+MAMBA = ModelSpec(
+    name="mamba",
+    version="1",
+    description=(
+        "Mamba, a selective state-space model, from the pure-PyTorch package mambapy (parallel scan, runs on "
+        "a CPU): token embedding, residual Mamba blocks with RMSNorm, a linear head at every position; no "
+        f"attention. Recipe (Gu & Dao's: AdamW, betas 0.9/0.95, weight decay 0.1, warm-up and cosine decay, "
+        f"clipping at 1): {ADAMW_COSINE.describe()}."
+    ),
+    citation="Gu & Dao, Mamba: Linear-Time Sequence Modeling with Selective State Spaces, 2023, arXiv:2312.00752; "
+             "mambapy (Torres-Leguet, github.com/alxndrTL/mamba.py)",
+    implementation="tokbench_models.mamba:MambaModel",
+    params=(
+        Param("d", "int", 32, "model width", low=1),
+        Param("layers", "int", 2, "Mamba blocks", low=1),
+        Param("d_state", "int", 16, "SSM state size N", low=1),
+        Param("expand", "int", 2, "inner width factor E", low=1),
+        Param("d_conv", "int", 4, "width of the causal depthwise convolution", low=1),
+    ),
+    recipe=ADAMW_COSINE,
+    predicts="every",
+)
+
+
+@hookimpl
+def register_models(register):
+    for spec in (*TRANSFORMERS, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
+        register(spec)

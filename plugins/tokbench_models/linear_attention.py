@@ -1,0 +1,61 @@
+"""Causal linear attention (Katharopoulos et al. 2020, "Transformers are RNNs"), in the decoder of transformer.py.
+
+Shape legend: n sequences, T positions, H heads of width e, phi(x) = elu(x) + 1 > 0.
+
+    a_ts = phi(q_t) . phi(k_s) / sum_{s' <= t} phi(q_t) . phi(k_s')     for s <= t (no 1/sqrt(e), as in the paper)
+    y_t  = sum_{s <= t} a_ts v_s = phi(q_t)^T S_t / phi(q_t)^T z_t,     S_t = sum_{s <= t} phi(k_s) v_s^T,
+                                                                        z_t = sum_{s <= t} phi(k_s)
+
+Training uses the right-hand form, running sums over positions (linear in T, the paper's
+point); with ``need_attention`` the normalised weights a_ts are built explicitly and are
+the model's attention (rows sum to 1 because phi is positive). Positions enter only
+through a table on the embeddings: a rotation or a score bias has no place here.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tokbench_attention import positional
+from tokbench_models.transformer import Transformer
+
+EPS = 1e-6  # the paper's guard on the normaliser
+
+
+def feature_map(x: torch.Tensor) -> torch.Tensor:
+    return F.elu(x) + 1.0
+
+
+class CausalLinearAttention(nn.Module):
+    """Multi-head causal linear attention with the elu + 1 feature map."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.head_width = heads, d // heads
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+
+    def forward(self, x: torch.Tensor, encoding: positional.PositionalEncoding,
+                need_attention: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        n, T, d = x.shape
+        q, k, v = (part.view(n, T, self.heads, self.head_width).transpose(1, 2)
+                   for part in self.qkv(x).split(d, dim=2))  # (n, H, T, e)
+        q, k = feature_map(q), feature_map(k)
+        if need_attention:
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            similarity = (q @ k.transpose(-2, -1)).masked_fill(~causal, 0.0)  # (n, H, T, T)
+            attention = similarity / (similarity.sum(-1, keepdim=True) + EPS)
+            y = attention @ v
+        else:
+            state = torch.einsum("nhte,nhtf->nhtef", k, v).cumsum(2)  # S_t: (n, H, T, e, e)
+            normaliser = k.cumsum(2)  # z_t: (n, H, T, e)
+            y = torch.einsum("nhte,nhtef->nhtf", q, state) / ((q * normaliser).sum(-1, keepdim=True) + EPS)
+            attention = None
+        return self.proj(y.transpose(1, 2).reshape(n, T, d)), attention
+
+
+class LinearTransformer(Transformer):
+    """The pre-LN decoder of transformer.py with causal linear attention as its mixer."""
+
+    mixer = CausalLinearAttention

@@ -1,0 +1,39 @@
+"""Mamba, a selective state-space model (Gu & Dao 2023), from the pure-PyTorch package ``mambapy``.
+
+Shape legend: n sequences, T positions, V vocabulary, d width, L layers.
+
+    x = embed(tokens)                          (n, T, d)
+    x = mambapy.Mamba(x)                       L residual blocks: x + MambaBlock(RMSNorm(x)), causal
+    logits = head(RMSNorm(x))                  (n, T, V)
+
+``mambapy`` (Torres-Leguet, github.com/alxndrTL/mamba.py) computes the selective scan with a
+parallel scan in plain PyTorch, so it runs on a CPU. No attention weights are reported.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from mambapy.mamba import Mamba, MambaConfig, RMSNorm
+from torch import nn
+
+from tokbench.model import ModelOutput, TokenModel
+from tokbench.task import Task
+
+
+class MambaModel(TokenModel):
+    """Token embedding, ``layers`` Mamba blocks, a final RMSNorm and a linear head, as in mambapy's language model."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        d = params["d"]
+        config = MambaConfig(d_model=d, n_layers=params["layers"], d_state=params["d_state"],
+                             expand_factor=params["expand"], d_conv=params["d_conv"])
+        self.embedding = nn.Embedding(self.vocab_size, d)
+        self.backbone = Mamba(config)
+        self.norm = RMSNorm(d, config.rms_norm_eps)
+        self.head = nn.Linear(d, self.vocab_size, bias=False)
+
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        x = self.backbone(self.embedding(tokens))  # (n, T, d)
+        return ModelOutput(self.head(self.norm(x)))  # (n, T, V)

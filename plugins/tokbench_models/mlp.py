@@ -1,0 +1,53 @@
+"""A fully connected net on the flattened one-hot sequence: the FCN of Sanford et al. 2023 and Wang et al. 2024.
+
+Shape legend: n sequences, T positions, V vocabulary, w width.
+
+The FCN reads the whole sequence as one vector, x = [onehot(s_0); ...; onehot(s_{T-1})] of
+length T V, and maps it through ``depth`` hidden ReLU layers of width w to the V logits.
+To predict at every position without seeing the future, the prediction at t is the same
+net applied to x with the inputs after t set to zero, plus a one-hot of t among the
+inputs (so the net knows how much it has read). At the last position this is exactly
+the FCN on the whole sequence. The first layer of a one-hot input is a lookup, so the
+T masked inputs cost one running sum:
+
+    h_t = relu(sum_{s <= t} W1[s, s_s] + b_t)          (n, T, w)   W1: (T V, w), b: (T, w)
+    h_t = relu(W_i h_t + c_i)                         (depth - 1 more hidden layers)
+    logits_t = W_out h_t                              (n, T, V)
+
+It has no attention and no weight shared across positions: the first layer grows as T V w.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from tokbench.errors import NotApplicable
+from tokbench.model import ModelOutput, TokenModel
+from tokbench.task import Task
+
+MAX_FIRST_LAYER = 2**24  # weights of W1 (T V w) beyond which the FCN is not built (64 MiB in float32)
+
+
+class FlattenedMLP(TokenModel):
+    """The FCN of the module docstring, evaluated causally at every position."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        T, V, width = self.context_length, self.vocab_size, params["width"]
+        if T * V * width > MAX_FIRST_LAYER:
+            raise NotApplicable(f"mlp: the flattened one-hot input has T*V = {T * V} entries; a first layer of "
+                                f"width {width} would hold {T * V * width} > {MAX_FIRST_LAYER} weights")
+        self.register_buffer("offsets", torch.arange(T) * V, persistent=False)  # row of (s, token) in W1: s V + token
+        self.first = nn.Embedding(T * V, width)  # W1, one row per (position, token)
+        self.position_bias = nn.Parameter(torch.zeros(T, width))  # b_t: the one-hot of t among the inputs
+        hidden = [layer for _ in range(params["depth"] - 1) for layer in (nn.Linear(width, width), nn.ReLU())]
+        self.hidden = nn.Sequential(*hidden)
+        self.head = nn.Linear(width, V)
+        # W1 like an nn.Linear on the T V inputs: U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        nn.init.uniform_(self.first.weight, -(T * V) ** -0.5, (T * V) ** -0.5)
+
+    def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        h = self.first(tokens + self.offsets).cumsum(1) + self.position_bias  # (n, T, w)
+        return ModelOutput(self.head(self.hidden(torch.relu(h))))  # (n, T, V)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from tokbench import Param, TaskSpec
-from tokbench.task import Split, Task
+from tokbench.task import AttentionTarget, Split, Task
 
 SIZES = (
     Param("train_size", "int", 4000, "training sequences", low=1),
@@ -45,7 +45,8 @@ class KeyValueRecall(Task):
         tokens = torch.cat([torch.stack([keys, values], 2).flatten(1), keys[rows, asked, None]], dim=1)
         value_position = torch.zeros(n, self.context_length, dtype=torch.bool)
         value_position[rows, 2 * asked + 1] = True
-        return Split(tokens, values[rows, asked], {"value_attention": value_position})
+        target = AttentionTarget(value_position, layer="last", head="best")  # the induction head reads the value
+        return Split(tokens, values[rows, asked], {"value_attention": target})
 
     def bayes_accuracy(self) -> float:
         return 1.0
@@ -85,7 +86,8 @@ class Pointer(Task):
         rows = torch.arange(n)
         selected = torch.zeros(n, T + 1, dtype=torch.bool)
         selected[rows, named] = True
-        return Split(torch.cat([data, (m + named)[:, None]], 1), data[rows, named], {"selected_attention": selected})
+        target = AttentionTarget(selected, layer="last", head="best")
+        return Split(torch.cat([data, (m + named)[:, None]], 1), data[rows, named], {"selected_attention": target})
 
     def bayes_accuracy(self) -> float:
         return 1.0

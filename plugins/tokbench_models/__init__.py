@@ -27,9 +27,13 @@ DECODER_PARAMS = (
 )
 
 
-def _decoder_params(choices: tuple[str, ...], **defaults) -> tuple[Param, ...]:
-    params = (replace(p, choices=choices) if p.name == "positional" else p for p in DECODER_PARAMS)
-    return tuple(replace(p, default=defaults.get(p.name, p.default)) for p in params)
+def _decoder_params(encodings: tuple[str, ...], **defaults) -> tuple[Param, ...]:
+    """The decoder's parameters with the positional encodings it supports and its own defaults."""
+    params = []
+    for p in DECODER_PARAMS:
+        changes = {"choices": encodings} if p.name == "positional" else {}
+        params.append(replace(p, **changes, default=defaults.get(p.name, p.default)))
+    return tuple(params)
 
 
 def _transformer(name: str, layers: int) -> ModelSpec:

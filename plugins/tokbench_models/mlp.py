@@ -14,6 +14,7 @@ T masked inputs cost one running sum:
     h_t = relu(W_i h_t + c_i)                         (depth - 1 more hidden layers)
     logits_t = W_out h_t                              (n, T, V)
 
+On a task scored at the last position only h_{T-1} is computed: the FCN itself.
 It has no attention and no weight shared across positions: the first layer grows as T V w.
 """
 from __future__ import annotations
@@ -49,5 +50,9 @@ class FlattenedMLP(TokenModel):
         nn.init.uniform_(self.first.weight, -(T * V) ** -0.5, (T * V) ** -0.5)
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
-        h = self.first(tokens + self.offsets).cumsum(1) + self.position_bias  # (n, T, w)
-        return ModelOutput(self.head(self.hidden(torch.relu(h))))  # (n, T, V)
+        rows = self.first(tokens + self.offsets)  # W1[s, s_s]: (n, T, w)
+        if self.scoring == "last":  # only the last position is scored: the FCN alone, T times cheaper
+            h = rows.sum(1) + self.position_bias[-1]  # (n, w)
+        else:
+            h = rows.cumsum(1) + self.position_bias  # (n, T, w)
+        return ModelOutput(self.head(self.hidden(torch.relu(h))))  # (n, V) or (n, T, V)

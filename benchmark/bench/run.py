@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-SECTIONS = ("walks", "scc", "grid", "plan", "single")
+SECTIONS = ("walks", "scc", "grid", "plan", "single", "models")
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""Two small tasks for the model-family contrasts (tests/test_models_*.py), scored at the last position.
+"""A small key-value recall task for the model-family contrasts (tests/test_models_contrasts.py).
 
 ``kv-recall``: P pairs k_1 v_1 ... k_P v_P (distinct keys, values drawn independently), then a
 query key q, one of the k_i; the label is its value. Reading the value needs two steps: bind
@@ -7,9 +7,7 @@ first (Olsson et al. 2022, induction heads; Bietti et al. 2023, "Birth of a Tran
 model that cannot bind can at best guess the most frequent value in the context, which is
 :func:`no_binding_accuracy`.
 
-``pointer``: T data tokens from [0, m), then a position token m + p naming a position p; the
-label is the data token at p. One attention layer selects it; a fully connected net must
-cover every (position, token) pair (Sanford et al. 2023; Wang et al. 2024).
+It is scored at the last position, so that models predicting only there (the attn-* family) apply.
 """
 from __future__ import annotations
 
@@ -68,44 +66,9 @@ def no_binding_accuracy(task: KeyValueRecall, samples: int = 200_000, seed: int 
     return float(((label_count == best) / ties).mean())
 
 
-class Pointer(Task):
-    """Data tokens [0, m) at positions 0..T-1, then the position token m + p; label: the token at p."""
-
-    @property
-    def vocab_size(self) -> int:
-        return self.params["symbols"] + self.params["length"]
-
-    @property
-    def context_length(self) -> int:
-        return self.params["length"] + 1
-
-    def generate(self, n: int, generator: torch.Generator) -> Split:
-        m, T = self.params["symbols"], self.params["length"]
-        data = torch.randint(0, m, (n, T), generator=generator)
-        named = torch.randint(0, T, (n,), generator=generator)
-        rows = torch.arange(n)
-        selected = torch.zeros(n, T + 1, dtype=torch.bool)
-        selected[rows, named] = True
-        target = AttentionTarget(selected, layer="last", head="best")
-        return Split(torch.cat([data, (m + named)[:, None]], 1), data[rows, named], {"selected_attention": target})
-
-    def bayes_accuracy(self) -> float:
-        return 1.0
-
-    def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
-        named = tokens[:, -1] - self.params["symbols"]
-        return tokens[torch.arange(len(tokens)), named]
-
-
 KV_RECALL = TaskSpec(
     name="kv-recall", version="1", description="Key-value recall at the last position (tests only).",
     implementation="models_support:KeyValueRecall",
     params=(Param("keys", "int", 16, "key tokens", low=2), Param("values", "int", 8, "value tokens", low=2),
             Param("pairs", "int", 8, "key-value pairs per sequence", low=1), *SIZES),
-)
-POINTER = TaskSpec(
-    name="pointer", version="1", description="The token at a position named by the query (tests only).",
-    implementation="models_support:Pointer",
-    params=(Param("symbols", "int", 8, "data tokens", low=2), Param("length", "int", 16, "data positions", low=1),
-            *SIZES),
 )

@@ -34,7 +34,8 @@ def cli() -> Callable[..., subprocess.CompletedProcess]:
 def plugin_site(tmp_path: Path) -> Callable[..., dict[str, str]]:
     """Install fake plugin modules as a distribution with real ``tokbench`` entry points.
 
-    Returns a function ``install(**{entry_point_name: module_name})`` giving the
+    Returns a function ``install(**{entry_point_name: module_name})`` (a module ``NAME_impl.py`` beside
+    a hook module ``NAME.py`` is installed with it) giving the
     environment (PYTHONPATH) under which the CLI sees that distribution.
     """
     site = tmp_path / "site"
@@ -48,6 +49,9 @@ def plugin_site(tmp_path: Path) -> Callable[..., dict[str, str]]:
         (dist_info / "entry_points.txt").write_text("\n".join(lines) + "\n")
         for module in entry_points.values():
             shutil.copy(FAKE_PLUGINS / f"{module}.py", site / f"{module}.py")
+            implementation = FAKE_PLUGINS / f"{module}_impl.py"  # a hook module's heavy half, where it has one
+            if implementation.exists():
+                shutil.copy(implementation, site / implementation.name)
         return {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
 
     return install

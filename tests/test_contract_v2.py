@@ -19,7 +19,7 @@ from tokbench.specs import ModelSpec, Recipe, TaskSpec
 from tokbench.task import IGNORE, AttentionTarget
 
 sys.path.insert(0, str(Path(__file__).parent / "fake_plugins"))
-import contract_v2  # noqa: E402 - the plugin module, importable from its folder
+import contract_v2  # noqa: E402 - the plugin's hook module, importable from its folder
 
 TINY = {"train_size": 256, "val_size": 64, "test_size": 128}
 

@@ -156,7 +156,7 @@ def test_templates_ship_in_the_wheel_and_the_qa_plugin_does_not(tmp_path):
 def test_contributing_shows_the_generated_example(tmp_path):
     """CONTRIBUTING.md's complete example is the code `tokbench new-task first-token` writes (comments aside)."""
     guide = (ROOT / "CONTRIBUTING.md").read_text()
-    example = guide.split("### A complete example", 1)[1].split("\n## ", 1)[0]
+    example = guide.split("### A complete example", 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     blocks = example.split("```python\n")[1:]
     assert len(blocks) == 2
     names = Names("task", "first-token")

@@ -66,8 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="only these models of the suite")
     run.add_argument("--seeds", type=_positive, metavar="N", help="seeds 0..N-1 instead of the suite's")
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                     help="parameter override: task.KEY, model.KEY, train.KEY (optimizer, lr, steps, batch_size, "
-                     "lr_grid), or a bare KEY for every task, model or recipe that declares it")
+                     help="parameter override: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
+                     "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, early_stop, "
+                     "eval_every, lr_grid, wd_grid), or a bare KEY for every task, model or recipe that declares it")
     run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
     run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
                      help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "

@@ -12,7 +12,8 @@ from leaderboard_synth import record, seeds, write
 from test_records import ok_record
 from tokbench.cli import main
 from tokbench.leaderboard.publish import FILES
-from tokbench.results import SCHEMA_VERSION, config_hash, load_records, record_filename, record_schema, write_record
+from tokbench.results import (SCHEMA_VERSION, RecordError, config_hash, load_records, record_filename, record_schema,
+                              write_record)
 
 
 def _tampered(tmp_path: Path, **metrics: float) -> Path:
@@ -141,3 +142,12 @@ def test_the_published_schema_is_the_one_the_loader_uses():
     loaded = load_records(published)
     assert len(loaded.records) > 400 and not loaded.problems
     assert all(r["config_hash"] == config_hash(r) for r in loaded.records.values())
+
+
+def test_writing_never_replaces_a_record_of_a_newer_schema_version(tmp_path):
+    rec = ok_record()
+    newer = _newer(tmp_path, rec)
+    before = newer.read_bytes()
+    with pytest.raises(RecordError, match="newer than this tokbench reads.*not overwritten"):
+        write_record(tmp_path, rec)
+    assert newer.read_bytes() == before

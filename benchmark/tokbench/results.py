@@ -32,7 +32,6 @@ from tokbench.storage import atomic_write, read_regular
 
 SCHEMA_VERSION = 2
 HASH_CHARS = 16
-STATUSES = ("ok", "failed", "not_applicable")
 SIGNIFICANT_DIGITS = 6  # curves and attention profiles are rounded to keep records compact
 _IDENTITY_KEYS = ("task", "task_version", "model", "model_version", "params", "seed")
 _HASH_RE = re.compile(rf"^[0-9a-f]{{{HASH_CHARS}}}$")
@@ -149,9 +148,20 @@ def clean(obj: Any) -> Any:
 
 
 def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
-    """Write ``record`` atomically into ``directory`` under its canonical file name."""
+    """Write ``record`` atomically into ``directory`` under its canonical file name.
+
+    A record there of a newer schema version is never replaced (:class:`RecordError`), even
+    when it appeared after the run planned.
+    """
     validate(record)
     path = directory / record_filename(record["task"], record["model"], record["config_hash"])
+    try:
+        load_record(path)
+    except RecordError as exc:
+        if exc.newer_hash is not None:
+            raise RecordError(path, f"{exc.reason}; not overwritten") from None
+    except StorageError:
+        pass  # nothing there yet (or unreadable): the write itself reports what matters
     return atomic_write(path, json.dumps(record, indent=1, allow_nan=False) + "\n")
 
 

@@ -86,6 +86,8 @@ class Pairing:
 
     @property
     def identity(self) -> dict[str, Any]:
+        # The variant's params object itself, not a copy: the seeds of a variant share it, which keeps
+        # a million identities cheap and lets progress.variant_labels flatten it once.
         task, model = self.task_spec, self.model_spec
         return {"task": task.name, "task_version": task.version, "model": model.name, "model_version": model.version,
                 "params": self.variant.params, "seed": self.seed}

@@ -8,7 +8,7 @@ x_0 .. x_{T-1}, and the label at position t is x_{t+1} wherever x_{t+1} has a pa
 from __future__ import annotations
 
 import math
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -60,9 +60,7 @@ class InContextMarkov(Task):
 
     def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
         """(n, T + 1) tokens x_0 .. x_T, each sequence with its own transition matrix."""
-        kernels = dirichlet_rows(n, self.states, self.alpha, generator)
-        root = torch.full((self.states,), 1.0 / self.states, dtype=torch.float64)
-        return sample_on_graph(kernels, self.parents, root, generator)
+        return sample_sequences(n, generator, self.states, self.alpha, self.parents)
 
     def generate(self, n: int, generator: torch.Generator) -> Split:
         full = self.sample(n, generator)
@@ -79,7 +77,7 @@ class InContextMarkov(Task):
 
     def predictive(self, tokens: torch.Tensor) -> torch.Tensor:
         """(n, T, S) float64: the Bayes predictive of the next token at every position."""
-        return posterior_mean(incontext_counts(tokens, self.parents, self.states), self.alpha)
+        return predictive(tokens, self.parents, self.states, self.alpha)
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.predictive(tokens).argmax(-1)  # ties to the smallest state
@@ -91,18 +89,10 @@ class InContextMarkov(Task):
         """The predictions of the reference strategies: the in-context unigram and bigram (Bayes) argmaxes."""
         return {"unigram": unigram_counts(tokens, self.states).argmax(-1), "bigram": self.bayes_predict(tokens)}
 
-    @cached_property
+    @property
     def _bayes_estimate(self) -> tuple[float, float]:
-        """Monte Carlo estimate of the Bayes accuracy and its standard error.
-
-        Per sequence, the mean over scored positions of the predictive's largest probability (the
-        probability that the Bayes prediction is right, given the context), over a fixed-seed sample.
-        """
-        low, high = BAYES_SEQUENCES
-        n = min(high, max(low, BAYES_TOKENS // (self.context_length + 1)))
-        full = self.sample(n, torch.Generator().manual_seed(BAYES_SEED))
-        best = self.predictive(full[:, :-1]).amax(-1)[:, self.scored].mean(1)
-        return best.mean().item(), best.std().item() / math.sqrt(n)
+        """The Bayes accuracy and its standard error (see :func:`bayes_estimate`), shared by equal instances."""
+        return bayes_estimate(self.states, self.alpha, tuple(self.parents.tolist()))
 
     def bayes_accuracy(self) -> float:
         return self._bayes_estimate[0]
@@ -124,6 +114,35 @@ class CausalGraph(InContextMarkov):
     def describe(self) -> str:
         parents = ", ".join(f"{i}<-{p}" for i, p in enumerate(self.parents.tolist()) if p != ROOT)
         return f"{super().describe()}; graph {self.params['graph']} (child<-parent): {parents}"
+
+
+def sample_sequences(n: int, generator: torch.Generator, states: int, alpha: float,
+                     parents: torch.Tensor) -> torch.Tensor:
+    """(n, L) tokens over the graph ``parents``: a Dirichlet(alpha) matrix per sequence, uniform roots."""
+    kernels = dirichlet_rows(n, states, alpha, generator)
+    root = torch.full((states,), 1.0 / states, dtype=torch.float64)
+    return sample_on_graph(kernels, parents, root, generator)
+
+
+def predictive(tokens: torch.Tensor, parents: torch.Tensor, states: int, alpha: float) -> torch.Tensor:
+    """(n, T, S) float64: the posterior mean of the next token's transition row at every position."""
+    return posterior_mean(incontext_counts(tokens, parents, states), alpha)
+
+
+@lru_cache(maxsize=32)  # a run's workers build the same task once per pairing: estimate it once per process
+def bayes_estimate(states: int, alpha: float, parents: tuple[int, ...]) -> tuple[float, float]:
+    """Monte Carlo estimate of the Bayes accuracy over the graph ``parents`` (T + 1 positions), and its standard error.
+
+    Per sequence, the mean over scored positions of the predictive's largest probability (the
+    probability that the Bayes prediction is right, given the context), over a fixed-seed sample.
+    """
+    graph = torch.tensor(parents)
+    low, high = BAYES_SEQUENCES
+    n = min(high, max(low, BAYES_TOKENS // len(parents)))
+    full = sample_sequences(n, torch.Generator().manual_seed(BAYES_SEED), states, alpha, graph)
+    scored = graph[1:] != ROOT
+    best = predictive(full[:, :-1], graph, states, alpha).amax(-1)[:, scored].mean(1)
+    return best.mean().item(), best.std().item() / math.sqrt(n)
 
 
 def graph_parents(kind: str, length: int, seed: int) -> torch.Tensor:

@@ -44,3 +44,22 @@ def test_labels_are_relative_to_the_specs_defaults_not_to_the_first_value(tmp_pa
     assert main(["leaderboard", "--records", str(runs), "--format", "json"]) == 0
     (data,) = json.loads(capsys.readouterr().out)["sections"]
     assert {t["label"]: t["params"]["p"] for t in data["tasks"]} == {"random-walk": 0.5, "random-walk p=0.2": 0.2}
+
+
+def test_schema_2_records_not_applicable_pairings_show_n_a(tmp_path, capsys):
+    """A task scored at every position and a model that predicts only the last one: n/a, never a failure."""
+    runs = tmp_path / "runs"
+    small = ["--set", "task.train_size=32", "--set", "task.val_size=16", "--set", "task.test_size=32"]
+    assert main(["run", "--task", "mqar", "--model", "uniform", "attn-nope", "--seeds", "3", *small,
+                 "--out", str(runs), "-q", "-j", "1"]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    row = next(line for line in md.splitlines() if line.startswith("| attn-nope |"))
+    assert row == "| attn-nope | n/a |"
+    findings = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
+    assert "attn-nope" not in findings and "failed" not in row
+    assert main(["leaderboard", "--records", str(runs), "--format", "json"]) == 0
+    (data,) = json.loads(capsys.readouterr().out)["sections"]
+    cell = next(c for c in data["cells"] if c["model"] == "attn-nope")
+    assert cell["failed_seeds"] == [] and len(cell["not_applicable"]) == 3 and cell["metrics"] == {}

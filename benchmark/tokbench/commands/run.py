@@ -27,9 +27,9 @@ from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
 from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
+from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
-from tokbench.suites import builtin_suites, load_suite
 
 
 def _positive(text: str) -> int:

@@ -1,6 +1,7 @@
 """Subcommands of the ``tokbench`` CLI, one module each (see ``tokbench.cli``)."""
 from __future__ import annotations
 
+import argparse
 import sys
 
 from rich.console import Console
@@ -23,3 +24,14 @@ def loaded_registry(warn: bool = True) -> Registry:
         for line in reg.warnings():
             print(f"tokbench: warning: {line}", file=sys.stderr)
     return reg
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1, or argparse's one-line usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value

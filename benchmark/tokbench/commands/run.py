@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench import adaptive
-from tokbench.commands import loaded_registry, output_console
+from tokbench.commands import loaded_registry, output_console, positive_int
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -30,16 +30,6 @@ from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_execut
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -64,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="only these tasks of the suite")
     run.add_argument("--model", dest="models", action="extend", nargs="+", default=[], metavar="NAME",
                      help="only these models of the suite")
-    run.add_argument("--seeds", type=_positive, metavar="N", help="seeds 0..N-1 instead of the suite's")
+    run.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 instead of the suite's")
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                      help="parameter override: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
                      "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, early_stop, "
@@ -74,15 +64,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "
                      "is at most this (e.g. 0.02) or --max-seeds is reached; records say why each cell stopped "
                      "(suite key: [adaptive] target_ci)")
-    run.add_argument("--max-seeds", type=_positive, metavar="N",
+    run.add_argument("--max-seeds", type=positive_int, metavar="N",
                      help="with --target-ci: at most N seeds per cell (default 20; suite key: [adaptive] max_seeds)")
     run.add_argument("--dry-run", action="store_true", help="list the pairings and which are done; train nothing")
     run.add_argument("--rerun", choices=RERUN_MODES, default="missing",
                      help="which pairings with a record run again: none (missing, the default), failed ones, or all")
-    run.add_argument("--jobs", "-j", type=_positive, metavar="N",
+    run.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                      help=f"local worker processes (default and cap: the usable cores, here {usable_cores()}, "
                      "divided by --threads); every pairing runs in a worker process, also at --jobs 1")
-    run.add_argument("--threads", type=_positive, default=DEFAULT_THREADS, metavar="N",
+    run.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                      help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
                      "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
     run.add_argument("--timeout", type=_seconds, metavar="SECONDS",

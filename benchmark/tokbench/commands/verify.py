@@ -9,18 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from tokbench.commands import positive_int
 from tokbench.errors import UsageError
 from tokbench.verification import ACCURACY_TOLERANCE, ENVIRONMENT_KEYS, Verdict, is_accuracy
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(diagnostics of runs driven by rounding noise differ across machines).",
         epilog="Exit codes: 0 all reproduce, 1 a mismatch or a rerun that failed, 2 usage error.")
     parser.add_argument("records", type=Path, metavar="RECORDS", help="folder of run records, searched recursively")
-    parser.add_argument("--sample", type=_positive, metavar="N",
+    parser.add_argument("--sample", type=positive_int, metavar="N",
                         help="verify N records drawn at random (default: every ok record)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the sample's draw (default 0), so the same records are verified every time")

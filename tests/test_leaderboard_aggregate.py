@@ -6,7 +6,7 @@ from leaderboard_synth import WALK, record, seeds
 from tokbench.errors import UsageError
 from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build
-from tokbench.leaderboard.views import Measure, detail_table, main_table, measure_text, training_table
+from tokbench.leaderboard.views import detail_table, main_table, measure_text, training_table
 
 DET = {"K": 6, "laps": 2, "train_size": 100, "val_size": 100, "test_size": 100}
 GD_NONE = {"optimizer": "adam", "lr": 0.0, "steps": 0, "batch_size": 0, "lr_grid": []}
@@ -54,7 +54,8 @@ def test_best_per_column_and_bayes_row():
 
 def test_training_set_task_gets_its_own_table_and_diagnostics_stay_absent():
     scc = {"task": "scc-implicit-bias", "task_params": {"n": 4}, "eval_split": "train", "bayes": 0.25}
-    recs = (seeds(2, [0.9, 1.0], diagnostics={"svm_correlation": 0.99}, **scc) + seeds(2, [0.9, 1.0], model="other", **scc)
+    recs = (seeds(2, [0.9, 1.0], diagnostics={"svm_correlation": 0.99}, **scc)
+            + seeds(2, [0.9, 1.0], model="other", **scc)
             + seeds(2, [0.5, 0.5]))
     board = build(recs)
     assert main_table(board).headers == ["model", "random-walk"]
@@ -91,9 +92,10 @@ def test_findings_match_below_chance_and_variants_from_tests():
     text = notes.findings(board)
     assert ("deterministic-walk: attn-paper-a dtype=float32 at 1.000 (1.000–1.000) matches the Bayes optimum 1.000 "
             "(equivalent within ±0.02, TOST at 5%).") in text
-    assert ("deterministic-walk: every model tested except attn-paper-a dtype=float32 at 1.000 (1.000–1.000) is below "
-            "the Bayes optimum 1.000 (95% interval of the difference below 0).") in text
-    assert any(line.startswith("deterministic-walk: attn-paper-a at 0.167") and "stays at its untrained accuracy" in line
+    assert ("deterministic-walk: every model tested except attn-paper-a dtype=float32 at 1.000 (1.000–1.000) is "
+            "below the Bayes optimum 1.000 (95% interval of the difference below 0).") in text
+    assert any(line.startswith("deterministic-walk: attn-paper-a at 0.167")
+               and "stays at its untrained accuracy" in line
                for line in text), text
     assert any("attn-paper-a dtype=float32 at 1.000" in line and "scores higher than attn-paper-a at 0.167" in line
                for line in text), text
@@ -131,3 +133,15 @@ def test_null_metrics_are_left_out_not_averaged():
     (cell,) = build(recs).cells.values()
     assert cell.metrics["svm_correlation"].n == 1 and cell.untrained is None
     assert notes.versus_untrained(cell) is None
+
+
+def test_loss_metrics_are_columns_and_excess_loss_carries_its_standard_error():
+    losses = {"loss": 0.8, "bayes_loss": 0.69, "excess_loss": 0.11, "excess_loss_se": 0.01}
+    board = build(seeds(3, [0.5, 0.5, 0.5], diagnostics=losses))
+    (cell,) = board.cells.values()
+    detail = detail_table(board, board.columns[0])
+    assert {"loss", "bayes_loss", "excess_loss", "excess_loss_se"} <= set(detail.headers)
+    excess = cell.metrics["excess_loss"]
+    assert excess.mean == pytest.approx(0.11)
+    assert excess.width == pytest.approx(2 * 1.959964 * 0.01 / 3 ** 0.5, rel=1e-4)  # the standard error, as a floor
+    assert cell.metrics["loss"].width == 0.0  # no known evaluation error for a plain loss: seeds alone

@@ -47,7 +47,8 @@ def target(half_width: float | None, max_seeds: int | None) -> Target | None:
         return None
     cap = DEFAULT_MAX_SEEDS if max_seeds is None else max_seeds
     if not _number(half_width) or not _number(cap) or cap != int(cap):
-        raise UsageError(f"target_ci must be a number > 0 and max_seeds an integer >= 2, got {half_width!r} and {cap!r}")
+        raise UsageError(f"target_ci must be a number > 0 and max_seeds an integer >= 2, got {half_width!r} and "
+                         f"{cap!r}")
     return Target(float(half_width), int(cap))
 
 

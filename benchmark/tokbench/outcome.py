@@ -118,7 +118,8 @@ def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any])
                  "model_description": model.description, "model_citation": model.citation,
                  "recipe": pairing.recipe.describe(),
                  # the specs' defaults, so the leaderboard names each variant by what it changes
-                 "defaults": clean({"task": task.resolve(), "model": model.resolve(), "train": model.recipe.to_json()})},
+                 "defaults": clean({"task": task.resolve(), "model": model.resolve(),
+                                    "train": model.recipe.to_json()})},
         "provenance": {**provenance, "started_at": outcome.started_at},
     }
     if outcome.status == "failed":

@@ -233,7 +233,7 @@ class Coverage:
 
 
 def coverage(seeds: int, centre: float, seed_sd: float, examples: int, trials: int, rng_seed: int = 0) -> Coverage:
-    """Simulate cells: per seed a true accuracy ~ N(centre, seed_sd) cut to [0, 1] and a binomial score on ``examples`` sequences.
+    """Simulate cells: per seed a true accuracy ~ N(centre, seed_sd) cut to [0, 1], scored on ``examples`` sequences.
 
     Returns the fraction of cells whose interval (:func:`summarise`, with the binomial
     evaluation variance) contains the cells' true mean accuracy.

@@ -91,7 +91,8 @@ def _accuracy(cell: Cell | None) -> Value:
 def _metric(cell: Cell, metric: str) -> Value:
     """A detail-table cell; empty where the metric does not apply or every run failed."""
     stat = cell.metrics.get(metric)
-    return "" if stat is None else Measure(stat, cell.best and metric == "accuracy" and not cell.column.on_training_split)
+    best = cell.best and metric == "accuracy" and not cell.column.on_training_split
+    return "" if stat is None else Measure(stat, best)
 
 
 def _ordered_rows(board: Leaderboard, columns: list[Column]) -> list[Row]:
@@ -140,7 +141,8 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     metrics = ["accuracy", *(m for m in other_splits if m in present), *board.diagnostics(column)]
     with_lr = any(cell.chosen_lrs for cell in cells)
     with_stop = any(cell.adaptive for cell in cells)
-    headers = ["model", "seeds", *(["seeds stopped"] if with_stop else []), "failed", f"accuracy ({column.eval_split})", *metrics[1:], "untrained_accuracy",
+    headers = ["model", "seeds", *(["seeds stopped"] if with_stop else []), "failed", f"accuracy ({column.eval_split})",
+               *metrics[1:], "untrained_accuracy",
                *(["lr (chosen on val)"] if with_lr else []), "steps", "final_loss", "seconds"]
     rows: list[list[Value]] = []
     for cell in cells:

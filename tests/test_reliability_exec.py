@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from run_support import record_files, write_suite
-from tokbench.results import load_records
+from tokbench.grid import Pairing
+from tokbench.outcome import Failure, Outcome, record_of
+from tokbench.plugins import registry
+from tokbench.results import load_records, validate
 
 # Tiny sizes: the misbehaviour, not the training, is under test.
 TINY_TASK = """
@@ -91,3 +94,15 @@ def test_a_plugin_that_exits_or_hangs_is_reported_and_every_command_goes_on(
 def test_a_bad_plugin_time_limit_is_a_usage_error(cli):
     done = cli("ls", "tasks", env={"TOKBENCH_PLUGIN_TIMEOUT": "soon"})
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "TOKBENCH_PLUGIN_TIMEOUT" in done.stderr
+
+
+def test_a_failed_record_of_an_untrained_model_says_0_steps():
+    task, model = registry().task("random-walk"), registry().model("last-token")
+    pairing = Pairing.of(task, model, task.resolve({}), model.resolve({}), model.recipe.override({"steps": 9}), 0)
+    provenance = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
+                  "device": "cpu", "threads": 1}
+    outcome = Outcome("2026-01-01T00:00:00Z", 0.5, error="RuntimeError: x", failure=Failure("worker", signal="SIGKILL"))
+    record = record_of(pairing, outcome, provenance)
+    validate(record)
+    assert record["params"]["train"] == {} and record["train"]["steps"] == 0
+    assert record["failure"] == {"phase": "worker", "exit_status": None, "signal": "SIGKILL"}

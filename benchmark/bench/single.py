@@ -7,6 +7,7 @@ timing is a fresh process, as a user runs it.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
     steps = 100 if quick else 500
     cli = [sys.executable, "-m", "tokbench.cli", "run", "--task", "random-walk", "--model", "attn-paper-a",
            "--seeds", "1", "--set", f"train.steps={steps}", "-q"]
+    load = os.getloadavg()[0]  # on a loaded machine the parent and the workers' imports cannot overlap
     with tempfile.TemporaryDirectory() as tmp:
         fresh = (Path(tmp) / f"out{i}" for i in count())
 
@@ -53,4 +55,5 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
 
         whole, parts = compare(tokbench, plain_and_start_up, 2 if quick else 5)
     return [(f"one pairing: `tokbench run` / (plain process + CLI start-up), attn-paper-a, {steps} GD steps",
-             whole / parts, f"target <= 1.0; {whole:.1f} s against {parts:.1f} s (medians)")]
+             whole / parts, f"target <= 1.0; {whole:.1f} s against {parts:.1f} s (medians); load average "
+             f"{load:.1f} before")]

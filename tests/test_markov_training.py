@@ -15,7 +15,7 @@ from scipy.stats import fisher_exact
 from markov_models import spec
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
-from tokbench_markov.chains import posterior_mean, unigram_counts
+from tokbench_markov.chains import posterior_mean
 
 # Edelman et al.'s notebook recipe (AdamW, betas 0.9/0.95, weight decay 0.1, clipping 1, batch 64),
 # at lr 3e-3 instead of 5e-4: at context 32 the induction head then forms within 2,000 steps
@@ -38,7 +38,8 @@ def train(task, model, seed=0):
 def unigram_loss(task, seed=0) -> float:
     """Cross-entropy of the in-context unigram predictor (n(j) + alpha) / (t + 1 + S alpha) on the evaluation split."""
     split = task.make_split(task.eval_split, seed)
-    log_probs = posterior_mean(unigram_counts(split.tokens, task.states), task.alpha).log()
+    counts = torch.nn.functional.one_hot(split.tokens, task.states).cumsum(1)  # of each state in x_0 .. x_t
+    log_probs = posterior_mean(counts, task.alpha).log()
     return -log_probs.gather(-1, split.labels[..., None]).mean().item()
 
 
@@ -59,6 +60,22 @@ def test_icl_markov_two_layers_reach_the_bayes_loss_one_layer_stays_near_the_uni
     assert two["excess_loss"] < 0.025, f"two layers: excess loss {two['excess_loss']:.4f} (unigram gap {gap:.4f})"
     assert one["excess_loss"] > 0.5 * gap, (
         f"one layer: excess loss {one['excess_loss']:.4f}, nearer Bayes than the unigram (gap {gap:.4f})")
+
+
+def test_icl_markov_strategy_curve_shows_the_unigram_phase_before_the_bigram():
+    """The harness's agreement curves (agree_unigram, agree_bigram, on the training batches) for the notebook's
+    two-layer attention-only layout at lr 1e-3: the model first agrees more with the in-context unigram predictor
+    (by 0.12 at step 64), then with the bigram (Bayes) predictor (by about 0.1 over the last quarter)."""
+    task = registry().task("icl-markov").create({"context_length": 32, "train_size": 20000, "val_size": 100,
+                                                 "test_size": 500})
+    result = train(task, spec(2, **{**NOTEBOOK, "lr": 1e-3, "steps": 800}))
+    curve = result.curve
+    lead = [u - b for u, b in zip(curve["agree_unigram"], curve["agree_bigram"])]
+    early = [x for step, x in zip(curve["step"], lead) if step <= 200]
+    late = lead[-len(lead) // 4:]
+    assert max(early) > 0.05, f"no unigram phase: unigram minus bigram agreement up to step 200 {early}"
+    assert -sum(late) / len(late) > 0.05, f"no bigram phase: unigram minus bigram agreement at the end {late}"
+    assert result.metrics["agree_bigram"] > result.metrics["agree_unigram"]
 
 
 def stalls(p: float, q: float) -> list[bool]:

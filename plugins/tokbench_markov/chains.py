@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 ROOT = -1
-COUNT_BUDGET = 2**24  # count entries (sequences x positions x state pairs) held at once by the in-context counts
+COUNT_BUDGET = 2**24  # entries of the running transition table (sequences x state pairs) held at once
 
 
 def chain_parents(length: int) -> torch.Tensor:
@@ -52,39 +52,53 @@ def _chunks(n: int, per_sequence: int) -> list[tuple[int, int]]:
 
 
 def incontext_counts(tokens: torch.Tensor, parents: torch.Tensor, states: int) -> torch.Tensor:
-    """(n, T, S) float64 counts behind the in-context predictor of ``tokens[:, t + 1]`` after reading ``tokens[:, :t + 1]``.
+    """(n, T, S) float32 counts (exact: below 2^24) behind the in-context predictor of ``tokens[:, t + 1]`` after reading ``tokens[:, :t + 1]``.
 
     ``parents`` covers the T + 1 positions of the full sequence (the inputs and the token after
     them). At position t the query state is the token of the next position's parent,
     ``s = tokens[parents[t + 1]]``, and entry j counts the observed transitions ``s -> j``: the
     positions ``i <= t`` with a parent whose token is ``s`` and whose own token is ``j``. Positions
-    whose next token is a root get zeros. Computed in chunks of sequences.
+    whose next token is a root get zeros. A loop over positions, vectorised over sequences (in
+    chunks that bound the running table).
     """
     n, T = tokens.shape
     if n == 0:
-        return torch.zeros(0, T, states, dtype=torch.float64)
-    return torch.cat([_counts(tokens[i:i + size], parents, states) for i, size in _chunks(n, T * states * states)])
+        return torch.zeros(0, T, states)
+    return torch.cat([_counts(tokens[i:i + size], parents, states) for i, size in _chunks(n, states * states)])
 
 
 def _counts(tokens: torch.Tensor, parents: torch.Tensor, S: int) -> torch.Tensor:
+    """A running (n, S * S) table of the transitions seen so far, read at each position's query state."""
     n, T = tokens.shape
-    own = parents[:T]
-    # each child position's transition (parent token, own token) as one of S*S pairs; roots count nowhere
-    pair = torch.where(own != ROOT, tokens[:, own.clamp(min=0)] * S + tokens, S * S)
-    running = torch.zeros(n, T, S * S + 1).scatter_(2, pair[..., None], 1.0).cumsum(1)  # float32: exact below 2^24
-    nxt = parents[1:T + 1]
-    query = torch.where(nxt != ROOT, tokens[:, nxt.clamp(min=0)], 0)  # (n, T): the state the next token leaves
-    index = query[..., None] * S + torch.arange(S)
-    counts = running.gather(2, index).double()
-    return torch.where((nxt != ROOT)[None, :, None], counts, 0.0)
+    columns = tokens.T.contiguous()  # (T, n): one position's tokens at a time
+    table = torch.zeros(n, S * S)
+    offsets = torch.arange(n) * (S * S)
+    ones = torch.ones(n)
+    states = torch.arange(S)
+    counts = torch.zeros(T, n, S)
+    for t, (own, nxt) in enumerate(zip(parents[:T].tolist(), parents[1:T + 1].tolist())):
+        if own != ROOT:  # position t is the destination of the transition from its parent
+            table.view(-1).index_add_(0, offsets + columns[own] * S + columns[t], ones)
+        if nxt != ROOT:  # the next token leaves the state its parent holds
+            counts[t] = table.gather(1, columns[nxt, :, None] * S + states)
+    return counts.transpose(0, 1)
 
 
 def posterior_mean(counts: torch.Tensor, alpha: float) -> torch.Tensor:
-    """The Dirichlet(alpha) posterior mean of a transition row from its counts: (n_j + alpha) / (n + S alpha)."""
-    smoothed = counts + alpha
+    """The Dirichlet(alpha) posterior mean of a transition row from its counts: (n_j + alpha) / (n + S alpha), float64."""
+    smoothed = counts.double() + alpha
     return smoothed / smoothed.sum(-1, keepdim=True)
 
 
-def unigram_counts(tokens: torch.Tensor, states: int) -> torch.Tensor:
-    """(n, T, S) float64: how often each state occurs in ``tokens[:, :t + 1]``."""
-    return torch.nn.functional.one_hot(tokens, states).double().cumsum(1)
+def unigram_prediction(tokens: torch.Tensor, states: int) -> torch.Tensor:
+    """(n, T) int64: the most frequent state in ``tokens[:, :t + 1]`` (ties to the smallest), the in-context
+    unigram predictor's argmax. A running (n, S) table, a loop over positions."""
+    n, T = tokens.shape
+    table = torch.zeros(n, states)
+    offsets = torch.arange(n) * states
+    ones = torch.ones(n)
+    prediction = torch.empty(T, n, dtype=torch.int64)
+    for t, column in enumerate(tokens.T.contiguous()):
+        table.view(-1).index_add_(0, offsets + column, ones)
+        torch.argmax(table, 1, out=prediction[t])
+    return prediction.T

@@ -15,7 +15,7 @@ import torch
 from tokbench.seeding import derive_seed
 from tokbench.task import IGNORE, AttentionTarget, Split, Task
 from tokbench_markov.chains import (ROOT, chain_parents, dirichlet_rows, incontext_counts, posterior_mean,
-                                    sample_on_graph, unigram_counts)
+                                    sample_on_graph, unigram_prediction)
 
 BAYES_TOKENS = 2**22  # tokens drawn to estimate the Bayes accuracy (about 40,000 sequences at T = 100) ...
 BAYES_SEQUENCES = (20_000, 200_000)  # ... within these numbers of sequences
@@ -73,21 +73,22 @@ class InContextMarkov(Task):
         parent[children.nonzero()[:, 0], own[children]] = True
         target = AttentionTarget(parent.expand(n, T, T), layer="first", head="best",
                                  queries=children.expand(n, T))
-        return Split(tokens, labels, {"parent_attention": target})
+        return Split(tokens, labels, {"parent_attention": target}, self.references(tokens))
 
     def predictive(self, tokens: torch.Tensor) -> torch.Tensor:
         """(n, T, S) float64: the Bayes predictive of the next token at every position."""
         return predictive(tokens, self.parents, self.states, self.alpha)
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.predictive(tokens).argmax(-1)  # ties to the smallest state
+        # the argmax of the posterior mean is that of the counts; ties to the smallest state
+        return incontext_counts(tokens, self.parents, self.states).argmax(-1)
 
     def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.predictive(tokens).log()
 
     def references(self, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """The predictions of the reference strategies: the in-context unigram and bigram (Bayes) argmaxes."""
-        return {"unigram": unigram_counts(tokens, self.states).argmax(-1), "bigram": self.bayes_predict(tokens)}
+        return {"unigram": unigram_prediction(tokens, self.states), "bigram": self.bayes_predict(tokens)}
 
     @property
     def _bayes_estimate(self) -> tuple[float, float]:

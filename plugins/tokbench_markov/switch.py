@@ -49,10 +49,15 @@ class MarkovSwitch(Task):
     def stationary(self) -> torch.Tensor:
         return torch.tensor([self.q, self.p], dtype=torch.float64) / (self.p + self.q)
 
-    def generate(self, n: int, generator: torch.Generator) -> Split:
+    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """(n, T + 1) tokens x_0 .. x_T of the chain."""
         T = self.context_length
-        full = sample_on_graph(self.kernel.expand(n, 2, 2), chain_parents(T + 1), self.stationary, generator)
-        return Split(full[:, :T].contiguous(), full[:, 1:].contiguous())
+        return sample_on_graph(self.kernel.expand(n, 2, 2), chain_parents(T + 1), self.stationary, generator)
+
+    def generate(self, n: int, generator: torch.Generator) -> Split:
+        full = self.sample(n, generator)
+        tokens = full[:, :self.context_length].contiguous()
+        return Split(tokens, full[:, 1:].contiguous(), references=self.references(tokens))
 
     def bayes_predict(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.kernel.argmax(-1)[tokens]  # ties to token 0

@@ -138,6 +138,30 @@ def test_expansion_crosses_tasks_models_and_seeds():
     assert len({p.config_hash for p in pairings}) == 4
 
 
+def test_skip_models_takes_members_out_of_a_block_and_tolerates_absent_names():
+    text = """seeds = 1
+[[grid]]
+tasks = ["random-walk"]
+models = "*"
+skip_models = ["attn-*", "not-installed-model"]
+[[grid]]
+tasks = ["random-walk"]
+models = ["attn-rope*", "no-such-family*"]
+[grid.train]
+steps = 3
+"""
+    pairings = expand(parse_suite(text, "skip.toml", "skip"), registry())
+    first = {p.model_spec.name for p in pairings if p.recipe.steps != 3}
+    assert first == {m for m in registry().models if not m.startswith("attn-")}
+    assert {p.model_spec.name for p in pairings if p.recipe.steps == 3} == {"attn-rope", "attn-rope-zeroinit"}
+
+
+def test_default_suite_takes_in_a_plugins_model(cli, plugin_site, tmp_path):
+    env = plugin_site(v2="contract_v2")
+    result = cli("run", "--dry-run", "--model", "two-layer-attention", "--task", "random-walk", env=env)
+    assert result.returncode == 0 and "two-layer-attention" in result.stdout, result.stderr
+
+
 def test_wildcards_patterns_and_star_tables():
     text = """seeds = 1
 [[grid]]

@@ -182,6 +182,11 @@ def _select(entries: Sequence[str], registered: Mapping[str, Any], kind: str, wh
     return selected
 
 
+def _unskipped(names: list[str], skip: Sequence[str]) -> list[str]:
+    """``names`` without those a block's ``skip_*`` entries name or match (absent names are no error)."""
+    return [n for n in names if not any(fnmatch.fnmatchcase(n, pattern) for pattern in skip)]
+
+
 def _filter(entries: Sequence[str], registered: Mapping[str, Any], kind: str) -> set[str]:
     """The names that ``--task``/``--model`` keep; a pattern that matches no registered name is a typo."""
     for entry in entries:
@@ -249,8 +254,10 @@ def expand(
     pairings: dict[str, Pairing] = {}
     checked: set[str] = set()
     for block in suite.blocks:
-        task_names = _select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks"))
-        model_names = _select(block.models, registry.models, "model", suite.where("grid", block.index, "models"))
+        task_names = _unskipped(_select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks")),
+                                block.skip_tasks)
+        model_names = _unskipped(_select(block.models, registry.models, "model",
+                                         suite.where("grid", block.index, "models")), block.skip_models)
         task_specs = {n: registry.tasks[n] for n in task_names}
         model_specs = {n: registry.models[n] for n in model_names}
         task_given = _block_params(suite, block, "task", task_specs, registry.tasks)

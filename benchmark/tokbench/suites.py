@@ -32,7 +32,7 @@ MAX_SEED = 2**63
 _TOP_KEYS = ("description", "seeds", "budget", "adaptive", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
-_BLOCK_KEYS = ("tasks", "models", "seeds", "task", "model", "train")
+_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train")
 
 KeyPath = tuple[str | int, ...]
 
@@ -46,6 +46,8 @@ class GridBlock:
     """One ``[[grid]]`` block: tasks x models x seeds with their parameters.
 
     ``tasks``/``models`` hold names or glob patterns (``"*"``, ``"attn-*"``);
+    ``skip_tasks``/``skip_models`` (names or patterns) take members back out, so a
+    ``"*"`` block can leave to another block the models it trains differently;
     ``task_params``/``model_params`` map a name, or ``"*"`` for every member of the
     block that declares the key, to parameter values; ``train`` overrides the recipe.
     """
@@ -57,6 +59,8 @@ class GridBlock:
     task_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     model_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     train: Mapping[str, Any] = field(default_factory=dict)
+    skip_tasks: tuple[str, ...] = ()
+    skip_models: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -256,5 +260,7 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             task_params=check.tables(block.get("task", {}), path + ("task",)),
             model_params=check.tables(block.get("model", {}), path + ("model",)),
             train=train,
+            skip_tasks=check.names(block["skip_tasks"], path + ("skip_tasks",)) if "skip_tasks" in block else (),
+            skip_models=check.names(block["skip_models"], path + ("skip_models",)) if "skip_models" in block else (),
         ))
     return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive)

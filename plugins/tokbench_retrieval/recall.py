@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 
 from tokbench.errors import ParamError
-from tokbench.task import IGNORE, AttentionTarget, Split, Task
-from tokbench_retrieval.certain import certain_log_probs
+from tokbench.task import IGNORE, AttentionTarget, Split
+from tokbench_retrieval.certain import DeterministicTask
 
 
 def source_target(n: int, T: int, rows: torch.Tensor, columns: torch.Tensor) -> AttentionTarget:
@@ -19,7 +19,7 @@ def source_target(n: int, T: int, rows: torch.Tensor, columns: torch.Tensor) -> 
     return AttentionTarget(mask, kind="mass", layer="last", head="best")
 
 
-class MQAR(Task):
+class MQAR(DeterministicTask):
     """Zoology's multi-query associative recall, with filler token 0 between the queries."""
 
     @property
@@ -73,12 +73,6 @@ class MQAR(Task):
         value_of.scatter_(1, tokens[:, 0 : 2 * N : 2], tokens[:, 1 : 2 * N : 2])
         return value_of.gather(1, tokens)
 
-    def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
-        return certain_log_probs(self.bayes_predict(tokens), self.vocab_size)
-
-    def bayes_loss(self) -> float:
-        return 0.0
-
     def describe(self) -> str:
         p = self.params
         return (f"{self.spec.name} v{self.spec.version}: V={self.vocab_size}, T={self.context_length}, "
@@ -86,7 +80,7 @@ class MQAR(Task):
                 f"(power_a {p['power_a']:g}); Bayes-optimal accuracy 1")
 
 
-class SelectiveCopy(Task):
+class SelectiveCopy(DeterministicTask):
     """MAD's selective copying: data tokens among blanks, the copy token, then one blank per data token."""
 
     @property
@@ -129,12 +123,6 @@ class SelectiveCopy(Task):
         prediction = torch.zeros_like(tokens)
         prediction[:, T - K :] = head.gather(1, order[:, :K])
         return prediction
-
-    def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
-        return certain_log_probs(self.bayes_predict(tokens), self.vocab_size)
-
-    def bayes_loss(self) -> float:
-        return 0.0
 
     def describe(self) -> str:
         p = self.params

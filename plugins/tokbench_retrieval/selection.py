@@ -10,10 +10,10 @@ from scipy.stats import binom
 
 from tokbench.errors import ParamError
 from tokbench.task import AttentionTarget, Split, Task
-from tokbench_retrieval.certain import certain_log_probs
+from tokbench_retrieval.certain import DeterministicTask
 
 
-class SparseSelection(Task):
+class SparseSelection(DeterministicTask):
     """``num_tokens`` data tokens, then q position tokens V + i; label = sum of the named data tokens mod V."""
 
     @property
@@ -51,12 +51,6 @@ class SparseSelection(Task):
         V, N = self.values, self.params["num_tokens"]
         named = (tokens[:, N:] - V).clamp(0, N - 1)
         return tokens.gather(1, named).sum(1).remainder(V)
-
-    def bayes_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
-        return certain_log_probs(self.bayes_predict(tokens), self.vocab_size)
-
-    def bayes_loss(self) -> float:
-        return 0.0
 
     def describe(self) -> str:
         p = self.params

@@ -29,6 +29,19 @@ MAX_PAIRINGS = 2_000_000  # a plan of this size takes seconds and about 1 GB; a 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Rung:
+    """Where a variant sits on its suite's ladder: rung ``index`` (0 = easiest) of ``count``, and the
+    laddered task parameters' values there. Written into the record as ``ladder``; not part of the identity."""
+
+    index: int
+    count: int
+    axes: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rung": self.index, "rungs": self.count, "axes": dict(self.axes)}
+
+
 @dataclass(frozen=True, eq=False)
 class Variant:
     """A task and a model with resolved parameters and a recipe: the pairings of one grid cell, but for the seed.
@@ -42,6 +55,7 @@ class Variant:
     task_params: dict[str, Any]
     model_params: dict[str, Any]
     recipe: Recipe
+    rung: Rung | None = None
 
     @cached_property
     def params(self) -> dict[str, dict[str, Any]]:
@@ -224,13 +238,62 @@ def _block_params(suite: Suite, block: GridBlock, kind: str, specs: Mapping[str,
     return given
 
 
+def _block_ladders(suite: Suite, block: GridBlock, specs: Mapping[str, TaskSpec], registered: Mapping[str, Any],
+                   given: Mapping[str, Mapping[str, Any]]) -> dict[str, list[tuple[Rung, dict[str, Any]]]]:
+    """Per laddered task of the block, its rungs with the task parameters each one sets.
+
+    A ladder varies only the task's declared difficulty parameters, and none that the block's
+    task tables also set; a ladder for a task the block does not select is an error.
+    """
+    rungs: dict[str, list[tuple[Rung, dict[str, Any]]]] = {}
+    for name, ladder in block.ladders.items():
+        where = suite.where("grid", block.index, "ladder", name)
+        if name not in specs:
+            if name in registered and not any(fnmatch.fnmatchcase(name, skip) for skip in block.skip_tasks):
+                raise UsageError(f"{where}: [grid.ladder.{name}] names a task that this block does not select")
+            if name not in registered and not any(map(is_pattern, block.tasks)):
+                raise UsageError(f"{where}: {unknown_name('task', name, registered)}")
+            continue  # skipped, or a plugin that a pattern block tolerates being absent
+        spec = specs[name]
+        for key in ladder:
+            at = suite.where("grid", block.index, "ladder", name, key)
+            if key not in spec.difficulty:
+                axes = ", ".join(spec.difficulty) or "none"
+                raise ParamError(f"{at}: a ladder varies only the task's declared difficulty parameters; "
+                                 f"{name!r} declares: {axes}")
+            if key in given[name]:
+                raise ParamError(f"{at}: {key!r} is set both by the ladder and by the block's task table")
+        count = len(next(iter(ladder.values())))
+        rungs[name] = []
+        for index in range(count):
+            values = {key: items[index] for key, items in ladder.items()}
+            for key, value in values.items():
+                _located(suite.where("grid", block.index, "ladder", name, key), lambda: spec.resolve({key: value}))
+            rungs[name].append((Rung(index, count, values), values))
+    return rungs
+
+
 def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec) -> Recipe:
     recipe = model.recipe
     if suite.max_steps is not None and recipe.steps > suite.max_steps:
         recipe = recipe.override({"steps": suite.max_steps})
     for key, value in block.train.items():
         _located(suite.where("grid", block.index, "train", key), lambda: recipe.override({key: value}))
-    return recipe.override(block.train)
+    recipe = recipe.override(block.train)
+    if block.sweep and model.trained:
+        recipe = _located(suite.where("grid", block.index, "sweep"), lambda: _swept(recipe, block.sweep))
+    return recipe
+
+
+def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]]) -> Recipe:
+    """``recipe`` with the block's relative sweep as absolute grids: ``lr_grid`` = its lr times each factor,
+    ``wd_grid`` = the listed weight decays, unless the optimizer takes none (ngd)."""
+    given: dict[str, Any] = {}
+    if "lr_factors" in sweep:
+        given["lr_grid"] = [recipe.lr * factor for factor in sweep["lr_factors"]]
+    if "weight_decay" in sweep and recipe.takes_weight_decay:
+        given["wd_grid"] = list(sweep["weight_decay"])
+    return recipe.override(given)
 
 
 def expand(
@@ -263,20 +326,24 @@ def expand(
         task_given = _block_params(suite, block, "task", task_specs, registry.tasks)
         model_given = _block_params(suite, block, "model", model_specs, registry.models)
         block_seeds = range(seeds) if seeds is not None else block.seeds
+        ladders = _block_ladders(suite, block, task_specs, registry.tasks, task_given)
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
-                if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
-                    raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow it "
-                                     "with --task, --model or --seeds, or split it into several suites")
                 set_task, set_model, set_train = _route(settings, task, model)
-                task_params = task.resolve(task_given[task.name] | set_task)
-                _check_task(task, task_params, checked)
                 model_params = model.resolve(model_given[model.name] | set_model)
                 recipe = _block_recipe(suite, block, model).override(set_train)
-                variant = Variant(task, model, task_params, model_params, recipe)
-                for seed in block_seeds:
-                    pairing = Pairing(variant, seed)
-                    pairings.setdefault(pairing.config_hash, pairing)
+                for rung, rung_params in ladders.get(task.name, [(None, {})]):
+                    if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
+                        raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "
+                                         "it with --task, --model or --seeds, or split it into several suites")
+                    task_params = task.resolve(task_given[task.name] | rung_params | set_task)
+                    _check_task(task, task_params, checked)
+                    if rung is not None:  # the values the pairing trains with (--set may override a rung's)
+                        rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
+                    variant = Variant(task, model, task_params, model_params, recipe, rung)
+                    for seed in block_seeds:
+                        pairing = Pairing(variant, seed)
+                        pairings.setdefault(pairing.config_hash, pairing)
     grid = list(pairings.values())
     if not grid:
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])

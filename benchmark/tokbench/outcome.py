@@ -117,11 +117,15 @@ def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any])
         "meta": {"task_description": task.description, "task_citation": task.citation,
                  "model_description": model.description, "model_citation": model.citation,
                  "recipe": pairing.recipe.describe(),
+                 "task_difficulty": list(task.difficulty), "task_pitfall": task.pitfall,
+                 "model_family": model.family_name,
                  # the specs' defaults, so the leaderboard names each variant by what it changes
                  "defaults": clean({"task": task.resolve(), "model": model.resolve(),
                                     "train": model.recipe.to_json()})},
         "provenance": {**provenance, "started_at": outcome.started_at},
     }
+    if pairing.variant.rung is not None:
+        record["ladder"] = pairing.variant.rung.to_json()
     if outcome.status == "failed":
         record["failure"] = (outcome.failure or Failure("train")).to_json()
     return record

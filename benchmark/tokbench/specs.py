@@ -56,8 +56,13 @@ class Recipe:
             raise ParamError(f"betas={format_floats(self.betas)} must be two numbers, e.g. 0.9,0.999")
         if self.momentum and self.optimizer != "sgd":
             raise ParamError(f"momentum={self.momentum:g} needs optimizer=sgd (got {self.optimizer})")
-        if self.optimizer == "ngd" and (self.weight_decay or self.wd_grid):
+        if not self.takes_weight_decay and (self.weight_decay or self.wd_grid):
             raise ParamError("optimizer=ngd takes no weight decay; use gd, sgd, adam or adamw")
+
+    @property
+    def takes_weight_decay(self) -> bool:
+        """Whether the optimizer has a weight decay (normalised GD has none)."""
+        return self.optimizer != "ngd"
 
     def override(self, given: Mapping[str, Any]) -> Recipe:
         """Return a copy with ``given`` applied, validated like any parameter."""
@@ -164,31 +169,52 @@ class TaskSpec(_Spec):
 
     ``scoring`` says where the task is scored: ``"last"`` (one label per sequence, predicted after the
     last input) or ``"positions"`` (labels at many positions, see :class:`tokbench.task.Split`).
+    ``difficulty`` names the parameters along which the task gets harder (context length, pairs,
+    states, lag, ...): the only parameters a suite's ladder may vary (``docs/suites.md``).
+    ``pitfall``, when set, says in one sentence which models the task traps and why (with its
+    source); the tokbench scores report such a task in its own column, never averaged in.
     """
 
     kind = "task"
     scoring: str = "last"
+    difficulty: tuple[str, ...] = ()
+    pitfall: str = ""
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORINGS:
             raise ValueError(f"task {self.name!r}: scoring must be one of {SCORINGS}, got {self.scoring!r}")
+        declared = {p.name for p in self.params}
+        unknown = [name for name in self.difficulty if name not in declared]
+        if unknown:
+            raise ValueError(f"task {self.name!r}: difficulty names undeclared parameters {unknown}")
 
     def create(self, given: Mapping[str, Any] | None = None) -> Task:
         """Import the implementation and instantiate it with validated parameters."""
         return _import(self.implementation)(self, self.resolve(given))
 
     def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "scoring": self.scoring}
+        return {**super().to_json(), "scoring": self.scoring, "difficulty": list(self.difficulty),
+                "pitfall": self.pitfall}
 
 
 @dataclass(frozen=True)
 class ModelSpec(_Spec):
-    """Registration record of a model. ``implementation`` names a :class:`tokbench.model.TokenModel` subclass."""
+    """Registration record of a model. ``implementation`` names a :class:`tokbench.model.TokenModel` subclass.
+
+    ``family`` groups models that differ only in a setting (``"transformer"`` for ``transformer-2l``
+    and ``transformer-4l``); the tokbench ladder plots draw one line per family. Empty: the name.
+    """
 
     kind = "model"
     recipe: Recipe = Recipe()
     predicts: str = "last"
     trained: bool = True
+    family: str = ""
+
+    @property
+    def family_name(self) -> str:
+        """The declared family, or the model's own name when it declares none."""
+        return self.family or self.name
 
     def __post_init__(self) -> None:
         if self.predicts not in PREDICTS:
@@ -206,4 +232,4 @@ class ModelSpec(_Spec):
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe": self.recipe.to_json(), "predicts": self.predicts,
-                "trained": self.trained}
+                "trained": self.trained, "family": self.family_name}

@@ -10,6 +10,7 @@ grid; :meth:`Suite.where` gives it the file and line of each key for its errors.
 """
 from __future__ import annotations
 
+import math
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,8 @@ MAX_SEED = 2**63
 _TOP_KEYS = ("description", "seeds", "budget", "adaptive", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
-_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train")
+_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train", "ladder", "sweep")
+_SWEEP_KEYS = ("lr_factors", "weight_decay")
 
 KeyPath = tuple[str | int, ...]
 
@@ -50,6 +52,10 @@ class GridBlock:
     ``"*"`` block can leave to another block the models it trains differently;
     ``task_params``/``model_params`` map a name, or ``"*"`` for every member of the
     block that declares the key, to parameter values; ``train`` overrides the recipe.
+    ``ladders`` map a task name to its ladder: difficulty parameters, each with one value per
+    rung (all lists of one task the same length, easiest rung first); the block trains every rung.
+    ``sweep`` is a validation-selected sweep for every model of the block, relative to its own
+    recipe: ``lr_factors`` multiply the recipe's lr, ``weight_decay`` lists absolute values.
     """
 
     index: int
@@ -61,6 +67,8 @@ class GridBlock:
     train: Mapping[str, Any] = field(default_factory=dict)
     skip_tasks: tuple[str, ...] = ()
     skip_models: tuple[str, ...] = ()
+    ladders: Mapping[str, Mapping[str, list[Any]]] = field(default_factory=dict)
+    sweep: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,39 @@ class _Checker:
                 self.value(item, path + (name, key))
         return value
 
+    def ladders(self, value: Any, path: KeyPath) -> dict[str, dict[str, list[Any]]]:
+        """``{task: {param: [value per rung]}}``: lists of at least two scalars, one length per task."""
+        if not isinstance(value, dict) or not all(isinstance(v, dict) and v for v in value.values()):
+            raise self.fail(path, "expected a ladder per task, e.g. [grid.ladder.mqar] num_kv_pairs = [2, 4, 8]")
+        for name, params in value.items():
+            lengths = set()
+            for key, item in params.items():
+                if not (isinstance(item, list) and len(item) >= 2
+                        and all(isinstance(x, (bool, int, float, str)) for x in item)):
+                    raise self.fail(path + (name, key), f"{key} must list one value per rung (at least two), "
+                                                        f"easiest first, got {item!r}")
+                lengths.add(len(item))
+            if len(lengths) > 1:
+                raise self.fail(path + (name,), f"the ladder of {name!r} lists {sorted(lengths)} values: every "
+                                                "parameter needs one value per rung")
+        return value
+
+    def sweep(self, value: Any, path: KeyPath) -> dict[str, tuple[float, ...]]:
+        """``{lr_factors: [..], weight_decay: [..]}``: non-empty lists of finite numbers, factors > 0."""
+        if not isinstance(value, dict):
+            raise self.fail(path, "expected [grid.sweep] with lr_factors = [...] and/or weight_decay = [...]")
+        self.keys(value, _SWEEP_KEYS, path, "[grid.sweep]")
+        sweep = {}
+        for key, items in value.items():
+            low_ok = (lambda x: x > 0) if key == "lr_factors" else (lambda x: x >= 0)
+            if not (isinstance(items, list) and items and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and low_ok(x)
+                    for x in items)):
+                bound = "> 0" if key == "lr_factors" else ">= 0"
+                raise self.fail(path + (key,), f"{key} must be a non-empty list of numbers {bound}, got {items!r}")
+            sweep[key] = tuple(float(x) for x in items)
+        return sweep
+
     def value(self, item: Any, path: KeyPath) -> None:
         scalar = (bool, int, float, str)
         if not (isinstance(item, scalar) or (isinstance(item, list) and all(isinstance(x, scalar) for x in item))):
@@ -262,5 +303,7 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             train=train,
             skip_tasks=check.names(block["skip_tasks"], path + ("skip_tasks",)) if "skip_tasks" in block else (),
             skip_models=check.names(block["skip_models"], path + ("skip_models",)) if "skip_models" in block else (),
+            ladders=check.ladders(block["ladder"], path + ("ladder",)) if "ladder" in block else {},
+            sweep=check.sweep(block["sweep"], path + ("sweep",)) if "sweep" in block else {},
         ))
     return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive)

@@ -10,6 +10,7 @@ from tokbench import ModelSpec, Param, Recipe, hookimpl
 PAPER_A = ModelSpec(
     name="attn-paper-a",
     version="2",
+    family="attention (1 layer)",
     description=(
         "The single attention layer of [A]: one-hot tokens with orthogonal positions concatenated, a zero "
         "query slot at position N, f = V X softmax(X~^T W x~_N) without scaling, loss -log(f_y + eps). "
@@ -80,6 +81,7 @@ def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...],
     return ModelSpec(
         name=name,
         version="1",
+        family="attention (1 layer)",
         description=(
             f"Standard single-layer softmax attention, {encoding}: embeddings of width d, one query (last token "
             f"or slot), 1/sqrt(d/heads) scaling, value and output projections to logits, cross-entropy; "

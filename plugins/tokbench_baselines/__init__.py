@@ -13,6 +13,7 @@ NO_TRAINING = Recipe(optimizer="adam", lr=0.0, steps=0, batch_size=0)
 UNIFORM = ModelSpec(
     name="uniform",
     version="1",
+    family="baseline",
     description=(
         "A uniform random guess: logits are i.i.d. U(0, 1) noise drawn from a generator seeded at build time "
         "(from the run's init seed), so the argmax is a uniformly random token and the expected accuracy is "
@@ -27,6 +28,7 @@ UNIFORM = ModelSpec(
 LAST_TOKEN = ModelSpec(
     name="last-token",
     version="1",
+    family="baseline",
     description=(
         "Predicts the most frequent next token given the last input token, counted on the training split "
         "(a bigram table; ties and unseen last tokens go to the smallest token). Bayes-optimal on Markov "
@@ -41,6 +43,7 @@ LAST_TOKEN = ModelSpec(
 BAYES_OPTIMAL = ModelSpec(
     name="bayes-optimal",
     version="1",
+    family="oracle",
     description=(
         "The task's own Bayes predictor (Task.bayes_predict), scored on the test split like any model: its "
         "accuracy must match the task's analytic optimum within sampling error, which checks the task too. "

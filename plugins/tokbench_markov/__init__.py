@@ -36,6 +36,7 @@ def _in_context_params(states: int, context_length: int) -> tuple[Param, ...]:
 ICL_MARKOV = TaskSpec(
     name="icl-markov",
     version="1",
+    difficulty=("states", "context_length"),
     scoring="positions",
     description=(
         "In-context Markov chains (Edelman et al. 2024): each sequence draws its own S x S transition matrix, "
@@ -56,6 +57,9 @@ ICL_MARKOV = TaskSpec(
 MARKOV_SWITCH = TaskSpec(
     name="markov-switch",
     version="1",
+    difficulty=("p", "q", "context_length"),
+    pitfall=("Makkuva et al. 2024: for p + q > 1 the unigram predictor (always the stationary law) is a "
+             "local minimum where single-layer transformers can stall short of the bigram optimum."),
     scoring="positions",
     description=(
         "One binary Markov chain for all data (Makkuva et al. 2024): P = [[1-p, p], [q, 1-q]], x_0 from the "
@@ -79,6 +83,7 @@ MARKOV_SWITCH = TaskSpec(
 CAUSAL_GRAPH = TaskSpec(
     name="causal-graph",
     version="1",
+    difficulty=("states", "context_length"),
     scoring="positions",
     description=(
         "In-context causal structure (Nichani et al. 2024): one latent graph over the T + 1 positions, fixed "

@@ -40,6 +40,7 @@ def _transformer(name: str, layers: int) -> ModelSpec:
     return ModelSpec(
         name=name,
         version="1",
+        family="transformer",
         description=(
             f"A causal pre-LN transformer decoder (nanoGPT's layout), {layers} layer(s) of multi-head softmax "
             "attention and a GELU MLP, any positional encoding of the attn-* family (RoPE by default); predicts "
@@ -59,6 +60,7 @@ TRANSFORMERS = (_transformer("transformer", 1), _transformer("transformer-2l", 2
 LINEAR_ATTENTION = ModelSpec(
     name="linear-attention",
     version="1",
+    family="linear attention",
     description=(
         "Causal linear attention with the elu(x) + 1 feature map in the pre-LN decoder of `transformer` "
         "(2 layers by default); trained with running sums (linear in the context length), and its normalised "
@@ -83,6 +85,7 @@ RECURRENT = tuple(
     ModelSpec(
         name=name,
         version="1",
+        family="recurrent",
         description=(f"torch.nn.{cls} over learned token embeddings, a linear read-out of the hidden state at "
                      f"every position; no attention. Recipe: {RECURRENT_RECIPE.describe()}."),
         citation=citation,
@@ -100,6 +103,7 @@ RECURRENT = tuple(
 MLP = ModelSpec(
     name="mlp",
     version="1",
+    family="mlp",
     description=(
         "A fully connected ReLU net on the flattened one-hot sequence (T*V inputs), the FCN of the sparse "
         "token selection results. It predicts at every position by zeroing the inputs after it and adding a "
@@ -122,6 +126,7 @@ MLP = ModelSpec(
 MAMBA = ModelSpec(
     name="mamba",
     version="1",
+    family="state space",
     description=(
         "Mamba, a selective state-space model, from the pure-PyTorch package mambapy (parallel scan, runs on "
         "a CPU): token embedding, residual Mamba blocks with RMSNorm, a linear head at every position; no "

@@ -33,6 +33,7 @@ _SIZES = (
 MQAR = TaskSpec(
     name="mqar",
     version="1",
+    difficulty=("num_kv_pairs", "context_length", "vocab_size", "num_queries"),
     description=(
         "Multi-query associative recall (Zoology): key-value pairs k1 v1 ... kN vN with distinct keys from "
         "[1, V/2) and distinct values from [V/2, V), then queries of num_queries of the keys at even offsets "
@@ -60,6 +61,7 @@ MQAR = TaskSpec(
 SELECTIVE_COPY = TaskSpec(
     name="selective-copy",
     version="1",
+    difficulty=("num_tokens_to_copy", "context_length", "vocab_size"),
     description=(
         "Selective copying (Mamba; MAD's layout): K data tokens drawn i.i.d. from {0..V-3} at a uniformly random "
         "set of positions among blanks (V-2), then the copy token (V-1), then K blanks. Scored at the last K "
@@ -83,6 +85,7 @@ SELECTIVE_COPY = TaskSpec(
 SPARSE_SELECTION = TaskSpec(
     name="sparse-selection",
     version="1",
+    difficulty=("q", "num_tokens", "vocab_size"),
     description=(
         "Discrete sparse token selection (q-sparse averaging of Sanford et al.; Wang et al.): num_tokens data "
         "tokens i.i.d. from {0..V-1}, then q position tokens V+i naming q distinct positions i in random order. "
@@ -106,6 +109,9 @@ SPARSE_SELECTION = TaskSpec(
 MAJORITY = TaskSpec(
     name="majority",
     version="1",
+    difficulty=("vocab_size", "context_length"),
+    pitfall=("The answer needs the counts of the whole context, which averaging gives: a model that "
+             "selects a few tokens cannot count them, the opposite of the other retrieval tasks."),
     description=(
         "In-context majority: T tokens i.i.d. uniform over {0..V-1}; the label is the most frequent token, a "
         "tie broken uniformly at random among the tied tokens. Bayes-optimal accuracy E[1/m], m the number of "
@@ -127,6 +133,7 @@ MAJORITY = TaskSpec(
 LAG_WALK = TaskSpec(
     name="lag-walk",
     version="1",
+    difficulty=("k", "context_length"),
     description=(
         "k interleaved random walks on a circle of K nodes: x(t+1) = x(t+1-k) + 1 with probability p, else - 1, "
         "each of the k walks from a uniform start. Predict the next node; the parent is the k-th last input, "

@@ -14,6 +14,7 @@ CITATION_B = "Li, Huang, Ildiz, Rawat & Oymak, Mechanics of Next Token Predictio
 SCC_AUTOMATON = TaskSpec(
     name="scc-automaton",
     version="1",
+    difficulty=("K", "context_length", "num_sccs"),
     description=(
         "The benchmark form of [B]: for each query token the tokens are split into SCCs in a strict "
         "priority order. A sequence is T distinct tokens ending in the query; the label is drawn among the "
@@ -60,6 +61,7 @@ SCC_IMPLICIT_BIAS = TaskSpec(
 PAPER_B = ModelSpec(
     name="attn-paper-b",
     version="1",
+    family="attention (1 layer)",
     description=(
         "The attention layer of [B]: f(X) = X^T softmax(X W x_T), fixed token embeddings, identity value map, "
         "only W (d x d) trained; P(k) = attention mass on token k, loss -log(P(y) + eps). Recipe: full-batch "

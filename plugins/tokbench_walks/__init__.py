@@ -17,6 +17,7 @@ _SIZES = (
 RANDOM_WALK = TaskSpec(
     name="random-walk",
     version="1",
+    difficulty=("K", "context_length"),
     description=(
         "Walk on a circle of K nodes, +1 with probability p and -1 otherwise; predict the next node "
         "from the T = N-1 visited nodes. Markov, so the parent token (the last input) is all that "
@@ -35,6 +36,9 @@ RANDOM_WALK = TaskSpec(
 DETERMINISTIC_WALK = TaskSpec(
     name="deterministic-walk",
     version="1",
+    difficulty=("K", "laps"),
+    pitfall=("[A]: gradient descent from zero initialisation keeps a single attention layer at the random "
+             "guess 1/K, since the average of a context of whole laps carries no information."),
     description=(
         "The p = 1 walk of [A]: always +1, so every input fixes the label and the Bayes-optimal "
         "accuracy is 1. The context covers `laps` full laps (N = rK + 1), so the plain average of "

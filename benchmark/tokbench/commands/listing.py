@@ -90,8 +90,12 @@ def _show(args: argparse.Namespace) -> int:
     if spec.citation:
         console.print(f"cite: {escape(spec.citation)}")
     if isinstance(spec, ModelSpec):
-        console.print(f"default recipe: {spec.recipe.describe()}")
+        console.print(f"family: {escape(spec.family_name)}; default recipe: {spec.recipe.describe()}")
     console.print(_params_table(spec, values))
     if isinstance(spec, TaskSpec):
+        if spec.difficulty:
+            console.print(f"difficulty axes (what a suite's ladder may vary): {', '.join(spec.difficulty)}")
+        if spec.pitfall:
+            console.print(f"pitfall: {escape(spec.pitfall)}")
         console.print(escape(spec.create(values).describe()))
     return 0

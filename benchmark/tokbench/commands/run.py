@@ -110,7 +110,26 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     lines = map(line, pairings)
     while chunk := "".join(islice(lines, 65536)):  # a grid may have a million lines: write them in large blocks
         sys.stdout.write(chunk)
+    for ladder in _ladder_lines(pairings):
+        print(ladder)
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
+
+
+def _ladder_lines(pairings: list[Pairing]) -> list[str]:
+    """One line per laddered task: each axis's values from the easiest rung up, and how many models climb it."""
+    rungs: dict[str, dict[int, Mapping[str, Any]]] = {}
+    models: dict[str, set[str]] = {}
+    for pairing in pairings:
+        rung = pairing.variant.rung
+        if rung is not None:
+            rungs.setdefault(pairing.task_spec.name, {})[rung.index] = rung.axes
+            models.setdefault(pairing.task_spec.name, set()).add(pairing.model_spec.name)
+    lines = []
+    for task, by_index in rungs.items():
+        ordered = [by_index[i] for i in sorted(by_index)]
+        axes = "; ".join(f"{key} {' -> '.join(str(r[key]) for r in ordered)}" for key in ordered[0])
+        lines.append(f"ladder  {task}: {axes}  ({len(ordered)} rungs x {len(models[task])} models)")
+    return lines
 
 
 def _check_writable(out: Path) -> None:

@@ -30,6 +30,26 @@ inside +-``MARGIN``, i.e. two one-sided tests at 5%); *below* and *above* need
 the 95% interval of the difference to exclude 0; *differs* compares two cells
 with a Welch interval. No claim at all is made with fewer than ``MIN_SEEDS``
 seeds.
+
+Scores (:func:`weighted_sum`) are fixed weighted sums of independent cell means:
+a task family's score is the mean over its ladder's rungs of each rung cell's
+mean normalised accuracy, the overall score the mean of a model's family scores.
+The rungs are the protocol's fixed settings, so the spread between rungs is part
+of the definition of the score, not sampling error; the only randomness is each
+cell's mean over its own seeds. The cells are independent (each has its own
+seeds' training and data), so the variance of the estimate is
+``sum(w_c**2 * v_c / n_c)``, with ``v_c`` the cell's per-seed sample variance
+floored by the variance its evaluation set alone implies (the floor of the cell
+intervals, as a variance). The cells' spreads and seed counts differ (adaptive
+seeding), so the reference distribution is Student's t with the
+Welch-Satterthwaite degrees of freedom ``(sum u_c)**2 / sum(u_c**2 / (n_c - 1))``
+(``u_c = w_c**2 * v_c / n_c``), which is exact for one cell and the standard
+approximation for several; the interval is cut to the metric's range. Two
+models' scores share no cell, so their difference is again such a sum, and
+:func:`compare_scores` tests it as :func:`compare` does a paired difference.
+A cell with one seed has no variance: its score has no interval and no claim.
+Coverage is checked by simulation (:func:`score_coverage`) on ladders with
+unequal seed counts and spreads.
 """
 from __future__ import annotations
 
@@ -220,6 +240,100 @@ def differs(a: Sequence[float], a_var: float, b: Sequence[float], b_var: float) 
     return abs(mean(a) - mean(b)) > max(seeds, evaluation)
 
 
+# ---- scores: weighted sums of independent cell means ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """One cell's share of a score: its weight, its per-seed values and one value's evaluation-set variance."""
+
+    weight: float
+    values: Sequence[float]
+    eval_var: float = 0.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A weighted sum of cell means: its value, the variance of the estimate and its Welch-Satterthwaite terms.
+
+    ``terms`` holds per cell ``(u_c, n_c - 1)`` with ``u_c = w_c**2 * v_c / n_c``; ``var``
+    is None when a cell has one seed (no variance, so no interval). ``seeds`` is the
+    fewest seeds of any cell: under ``MIN_SEEDS`` no claim is made.
+    """
+
+    value: float
+    var: float | None
+    terms: tuple[tuple[float, int], ...]
+    seeds: int
+
+    @property
+    def df(self) -> float | None:
+        return _satterthwaite(self.terms)
+
+    def stat(self, bounds: tuple[float, float] = UNBOUNDED, confidence: float = CONFIDENCE) -> Stat:
+        """The value with its ``confidence`` interval (t on the Welch-Satterthwaite df), inside ``bounds``."""
+        if self.var is None:
+            return Stat(self.value, None, None, self.seeds)
+        half = _welch_half_width(self.var, self.terms, confidence)
+        return Stat(self.value, max(bounds[0], self.value - half), min(bounds[1], self.value + half), self.seeds)
+
+
+def _satterthwaite(terms: Sequence[tuple[float, int]]) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of a sum of independent variance terms; None if all are 0."""
+    total = math.fsum(u for u, _ in terms)
+    if total <= 0:
+        return None
+    return total**2 / math.fsum(u * u / df for u, df in terms if u > 0)
+
+
+def _welch_half_width(var: float, terms: Sequence[tuple[float, int]], confidence: float) -> float:
+    df = _satterthwaite(terms)
+    if df is None:
+        return 0.0  # no sampling variance at all (every seed equal, evaluation error unknown)
+    from scipy import stats
+
+    return float(stats.t.ppf((1 + confidence) / 2, df)) * math.sqrt(var)
+
+
+def weighted_sum(parts: Sequence[Part]) -> Estimate:
+    """``sum(w_c * mean_c)`` over independent cells, with the variance and df described in the module docstring."""
+    if not parts or any(not p.values for p in parts):
+        raise ValueError("a score needs at least one value in every cell")
+    value = math.fsum(p.weight * mean(p.values) for p in parts)
+    seeds = min(len(p.values) for p in parts)
+    if seeds < 2:
+        return Estimate(value, None, (), seeds)
+    terms = tuple((p.weight**2 * max(variance(p.values), p.eval_var) / len(p.values), len(p.values) - 1)
+                  for p in parts)
+    return Estimate(value, math.fsum(u for u, _ in terms), terms, seeds)
+
+
+def compare_scores(a: Estimate, b: Estimate, margin: float = MARGIN) -> Comparison:
+    """Test ``a - b`` for two estimates on disjoint cells (Welch, Welch-Satterthwaite df).
+
+    ``verdict`` as :func:`compare`'s: None when either has a cell under ``MIN_SEEDS``
+    seeds, else ``matches`` (90% interval inside +-``margin``), ``above``/``below`` (95%
+    interval excludes 0) or ``undecided``.
+    """
+    difference = a.value - b.value
+    seeds = min(a.seeds, b.seeds)
+    if a.var is None or b.var is None:
+        return Comparison(difference, None, None, seeds, None)
+    var, terms = a.var + b.var, a.terms + b.terms
+    half = _welch_half_width(var, terms, CONFIDENCE)
+    verdict = None
+    if seeds >= MIN_SEEDS:
+        equivalence = _welch_half_width(var, terms, 1 - 2 * (1 - CONFIDENCE))
+        if -margin < difference - equivalence and difference + equivalence < margin:
+            verdict = MATCHES
+        elif difference + half < 0:
+            verdict = BELOW
+        elif difference - half > 0:
+            verdict = ABOVE
+        else:
+            verdict = UNDECIDED
+    return Comparison(difference, difference - half, difference + half, seeds, verdict)
+
+
 # ---- the coverage simulation quoted in the protocol --------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -255,11 +369,10 @@ def _clipped_mean(centre: float, sd: float) -> float:
     """E[clip(X, 0, 1)] for X ~ N(centre, sd): the true mean accuracy of the simulated cells."""
     if sd == 0:
         return min(1.0, max(0.0, centre))
-    from scipy import stats
-
     def above(limit: float, mu: float) -> float:  # E[(Y - limit)+] for Y ~ N(mu, sd)
         d = (limit - mu) / sd
-        return sd * float(stats.norm.pdf(d)) - (limit - mu) * float(stats.norm.sf(d))
+        pdf, sf = math.exp(-d * d / 2) / math.sqrt(2 * math.pi), math.erfc(d / math.sqrt(2)) / 2
+        return sd * pdf - (limit - mu) * sf
 
     return centre - above(1.0, centre) + above(0.0, -centre)
 
@@ -275,3 +388,54 @@ def coverage_table(seed_sds: Sequence[float] = (0.03, 0.1, 0.0)) -> list[Coverag
     """The simulation quoted in the protocol, one entry per (seed sd, number of seeds)."""
     return [coverage(n, COVERAGE_MEAN, sd, COVERAGE_EXAMPLES, COVERAGE_TRIALS, rng_seed=n)
             for sd in seed_sds for n in COVERAGE_SEEDS]
+
+
+# ---- the coverage simulation of the score interval ---------------------------------------------------------------
+
+SCORE_SEED_RANGES = ((3, 3), (3, 5), (5, 10), (10, 20), (3, 20))  # seeds per cell, drawn per cell in this range
+SCORE_TRIALS = 2000
+
+
+@dataclass(frozen=True)
+class ScoreCoverage:
+    """How often the nominal score interval covered the true score on ``trials`` synthetic ladders."""
+
+    seeds: tuple[int, int]
+    rate: float
+    trials: int
+
+
+def score_coverage(seeds: tuple[int, int], trials: int = SCORE_TRIALS, examples: int = COVERAGE_EXAMPLES,
+                   rng_seed: int = 0) -> ScoreCoverage:
+    """Simulate ladders and return how often the score interval contains the true score.
+
+    Each trial draws a ladder of 3-5 rungs; per rung a Bayes optimum in {1, 0.8, 0.6}, a true
+    normalised accuracy in [0.3, 0.95], a seed-to-seed sd in [0.01, 0.1] and a number of
+    seeds in ``seeds`` (so cells differ in both). Per seed a true accuracy ~ N(optimum x
+    normalised, sd) cut to [0, 1] is scored on ``examples`` sequences and divided by the
+    optimum; the true score is the mean over rungs of the cells' true normalised means.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(rng_seed)
+    covered = 0
+    for _ in range(trials):
+        rungs = int(rng.integers(3, 6))
+        parts, truth = [], 0.0
+        for _ in range(rungs):
+            optimum = float(rng.choice([1.0, 0.8, 0.6]))
+            centre = float(rng.uniform(0.3, 0.95)) * optimum
+            sd = float(rng.uniform(0.01, 0.1))
+            n = int(rng.integers(seeds[0], seeds[1] + 1))
+            accuracy = rng.binomial(examples, np.clip(rng.normal(centre, sd, n), 0.0, 1.0)) / examples
+            floor = binomial_var(float(accuracy.mean()), examples, n) / optimum**2
+            parts.append(Part(1 / rungs, (accuracy / optimum).tolist(), floor))
+            truth += _clipped_mean(centre, sd) / optimum / rungs
+        stat = weighted_sum(parts).stat(metric_range("normalized_accuracy"))
+        covered += stat.low <= truth <= stat.high
+    return ScoreCoverage(seeds, covered / trials, trials)
+
+
+def score_coverage_table() -> list[ScoreCoverage]:
+    """The simulation quoted in the score method, one entry per range of seeds per cell."""
+    return [score_coverage(r, rng_seed=i) for i, r in enumerate(SCORE_SEED_RANGES)]

@@ -16,8 +16,9 @@ def record(task: str = "random-walk", model: str = "attn-paper-a", seed: int = 0
            bayes: float = 0.5, untrained: float = 0.17, task_params: dict | None = None,
            model_params: dict | None = None, train: dict | None = None, eval_split: str = "test",
            diagnostics: dict | None = None, profile: list[float] | None = None, error: str | None = None,
-           meta: dict | None = None, task_version: str = "1", model_version: str = "1") -> dict[str, Any]:
-    """One record; ``error`` makes it a failed one."""
+           meta: dict | None = None, task_version: str = "1", model_version: str = "1",
+           ladder: dict | None = None) -> dict[str, Any]:
+    """One record; ``error`` makes it a failed one; ``ladder`` marks it as a rung of a suite's ladder."""
     params = {"task": dict(WALK if task_params is None else task_params),
               "model": dict(LAYER if model_params is None else model_params), "train": dict(train or GD)}
     ident = identity(task, task_version, model, model_version, params, seed)
@@ -41,6 +42,8 @@ def record(task: str = "random-walk", model: str = "attn-paper-a", seed: int = 0
         "provenance": {"tokbench_version": "0.1.0", "git_commit": None, "python": "3.11.7", "torch": "2.13.0",
                        "lightning": "2.6.0", "device": "cpu", "started_at": f"2026-01-01T00:00:{seed:02d}Z"},
     }
+    if ladder is not None:
+        rec["ladder"] = ladder
     validate(rec)
     return rec
 
@@ -59,3 +62,21 @@ def seeds(n: int, accuracies: list[float], **kwargs: Any) -> list[dict[str, Any]
 def sections(records: list[dict[str, Any]], name: str = "") -> list[Section]:
     """The records as the only section of a leaderboard, as `tokbench leaderboard --records DIR` loads them."""
     return [Section.of(records, name)]
+
+
+def ladder(task: str, model: str, means: list[float], n: int | list[int] = 3, spread: float = 0.01,
+           axes: dict[str, list[Any]] | None = None, pitfall: str = "", family: str | None = None,
+           bayes: float = 1.0, **kwargs: Any) -> list[dict[str, Any]]:
+    """The records of one model on a task's ladder: per rung ``n`` seeds around ``means[rung]`` (accuracy)."""
+    axes = axes or {"K": [4, 8, 16][:len(means)], "context_length": [8, 16, 32][:len(means)]}
+    counts = n if isinstance(n, list) else [n] * len(means)
+    meta = {**({"model_family": family} if family else {}), **({"task_pitfall": pitfall} if pitfall else {})}
+    recs = []
+    for rung, (centre, count) in enumerate(zip(means, counts)):
+        values = {name: vals[rung] for name, vals in axes.items()}
+        offsets = [spread * ((s % 3) - 1) for s in range(count)]  # -spread, 0, +spread, ...
+        recs += [record(task=task, model=model, seed=s, accuracy=min(1.0, max(0.0, centre + d)), bayes=bayes,
+                        task_params={**WALK, "test_size": 1000, **values}, meta=meta,
+                        ladder={"rung": rung, "rungs": len(means), "axes": values}, **kwargs)
+                 for s, d in zip(range(count), offsets)]
+    return recs

@@ -10,7 +10,10 @@ intervals):
 - *stays at its untrained accuracy* (chance, named): the per-seed difference
   from the model's own accuracy before training (its training accuracy at step 0)
   is equivalent to 0 within +-``MARGIN``;
-- *differs from*: a variant and its base configuration differ by a Welch test.
+- *differs from*: a variant and its base configuration differ by a Welch test;
+- *scores higher than* (score table): the ``CONFIDENCE`` Welch interval of the
+  difference between the two highest learned scores of a column excludes 0,
+  else they are *not distinguishable*.
 
 No claim is made about a cell with fewer than ``MIN_SEEDS`` seeds, about an
 oracle, or about a task scored on its training split against the optimum.
@@ -23,6 +26,7 @@ from typing import Any
 
 from tokbench.leaderboard import stats
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Leaderboard, format_value
+from tokbench.leaderboard.scores import Scores, learned
 from tokbench.leaderboard.stats import ABOVE, BELOW, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
 
 LEVEL, ALPHA = f"{CONFIDENCE:.0%}", f"{1 - CONFIDENCE:.0%}"  # "95%" and the 5% of each one-sided test
@@ -157,6 +161,51 @@ def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
                 lines.append(f"{name}: {_with_accuracy(variant)} scores {direction} than {_with_accuracy(base)} "
                              f"({LEVEL} Welch interval of the difference excludes 0).")
     return lines
+
+
+def score_claims(scores: Scores) -> list[str]:
+    """Per score column: the highest-scoring learned model, and whether a Welch test tells it from the runner-up."""
+    lines = []
+    for column in scores.columns:
+        ranked = learned(scores, column)
+        if len(ranked) < 2:
+            continue
+        (leader, first), (runner, second) = ranked[:2]
+        head = (f"{scores.title(column)}: {leader.label} scores highest at {measure_text(Measure(first.stat))}, "
+                f"then {runner.label} at {measure_text(Measure(second.stat))}")
+        test = stats.compare_scores(first.estimate, second.estimate)
+        if test.verdict is None:
+            lines.append(f"{head}; no claim (a cell behind either score has fewer than {MIN_SEEDS} seeds).")
+            continue
+        interval = f"{LEVEL} Welch interval of the difference {test.low:.{DIGITS}f} to {test.high:.{DIGITS}f}"
+        if test.low > 0:
+            lines.append(f"{head}; {leader.label} scores higher than {runner.label} ({interval} excludes 0).")
+        else:
+            lines.append(f"{head}; {leader.label} is not distinguishable from {runner.label} ({interval} "
+                         "contains 0).")
+    return lines
+
+
+def score_method() -> str:
+    """The short method paragraph that leads a section with ladders."""
+    return (f"Scores: a family score is the mean over the ladder's rungs (its fixed settings, easiest first) of the "
+            f"mean normalised accuracy (accuracy / Bayes optimum) over seeds; Overall is the mean of a model's "
+            f"family scores over the non-pitfall families, each weighted equally, and pitfall families are shown "
+            f"apart. The parenthesis is the {LEVEL} interval of the score as an estimate from these seeds: the rungs "
+            f"are fixed by the protocol, so their spread is no sampling error; each cell adds its variance over "
+            f"seeds (never below its evaluation set's) and the interval is Student's t with Welch-Satterthwaite "
+            f"degrees of freedom ({_score_coverage_text()}). A claim under the table compares the two highest learned "
+            f"scores of a column by a Welch test; none is made with fewer than {MIN_SEEDS} seeds in a cell behind "
+            f"either. Full method: docs/scores.md.")
+
+
+@lru_cache(maxsize=1)
+def _score_coverage_text() -> str:
+    """The coverage simulation of the score interval, as a clause (computed, then cached for this process)."""
+    rates = ", ".join(f"{c.rate:.1%} ({'-'.join(map(str, dict.fromkeys(c.seeds)))} seeds per cell)"
+                      for c in stats.score_coverage_table())
+    return (f"coverage of the nominal {LEVEL} interval on {stats.SCORE_TRIALS} simulated ladders per setting with "
+            f"unequal seeds and spreads: {rates}")
 
 
 @lru_cache(maxsize=1)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Row, format_params
+from tokbench.leaderboard.scores import OVERALL, Scores
 from tokbench.leaderboard.stats import Stat
 
 BAYES_ROW = "Bayes optimum (analytic)"
@@ -154,6 +155,30 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
                        ((cell.steps, ".0f"), (cell.final_loss, ".4g"), (cell.wall_seconds, ".1f")))])
     notes = [f"parameters: {format_params(column.params)}"]
     return Table(column_header(column), headers, rows, notes)
+
+
+def score_table(scores: Scores) -> Table:
+    """Models x task families: each family's score, Overall, then each pitfall family apart (never in Overall).
+
+    Rows are in :class:`Scores`' order (Overall, highest first; oracles last); bold marks
+    the best learned score per column and those shown equivalent to it.
+    """
+    rows: list[list[Value]] = []
+    for row in scores.rows:
+        cells = [scores.score(column, row) for column in scores.columns]
+        rows.append([row_header(row), scores.family[row.key],
+                     *(Measure(s.stat, s.best, not_applicable=s.not_applicable) for s in cells)])
+    notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} "
+             f"({' / '.join(ladder.axes)})" for ladder in scores.ladders]
+    notes += [f"{ladder.title}: {ladder.pitfall}" for ladder in scores.pitfalls]
+    for row in scores.rows:
+        missing = scores.score(OVERALL, row).missing
+        na = [t for t in missing if scores.score(t, row).not_applicable]
+        why = [*([f"n/a on {', '.join(na)}"] if na else []),
+               *([f"no score on {', '.join(t for t in missing if t not in na)}"] if len(na) < len(missing) else [])]
+        if why:
+            notes.append(f"{OVERALL}: none for {row_header(row)} ({'; '.join(why)})")
+    return Table("Scores", ["model", "family", *(scores.title(c) for c in scores.columns)], rows, notes)
 
 
 def failures_table(board: Leaderboard) -> Table:

@@ -7,9 +7,10 @@ from typing import Union
 
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import Leaderboard, Section, format_params
+from tokbench.leaderboard.scores import build_scores
 from tokbench.leaderboard.stats import INTERVAL
 from tokbench.leaderboard.views import (Table, column_header, detail_table, failures_table, main_table, row_header,
-                                        training_table)
+                                        score_table, training_table)
 
 TITLE = "tokbench leaderboard"
 
@@ -34,6 +35,7 @@ class Bullets:
 class Image:
     caption: str
     path: str  # relative to the document
+    leads: bool = False  # shown with the score table at the top of its section, not under Plots
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,11 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
 def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
     failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
     blocks: list[Block] = []
+    if (scores := build_scores(board)) is not None:
+        # A suite's ladders lead their section: the scores, their claims and the ladder plots.
+        claims = notes.score_claims(scores)
+        blocks += [Heading("Scores", level), Paragraph(notes.score_method()), score_table(scores),
+                   *([Bullets(claims)] if claims else []), *(i for i in images if i.leads)]
     if (accuracy := main_table(board)) is not None:
         blocks += [Heading("Accuracy", level),
                    Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
@@ -138,8 +145,8 @@ def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int,
                                 f"seeds, steps and time: see {details}."))
     else:
         blocks += _details(board, level + 1)
-    if images:
-        blocks += [Heading("Plots", level), *images]
+    if plots := [i for i in images if not i.leads]:
+        blocks += [Heading("Plots", level), *plots]
     return blocks + failures
 
 

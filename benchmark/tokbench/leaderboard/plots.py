@@ -1,4 +1,4 @@
-"""Plots of a leaderboard (matplotlib, Agg; no pyplot state): a heatmap, training curves, attention profiles.
+"""Plots of a leaderboard (matplotlib, Agg; no pyplot state): ladders, a heatmap, training curves, attention profiles.
 
 Files carry no dates (PNG without the Software tag, SVG with a fixed hash salt and
 no Date), so regenerating them from the same records and matplotlib gives the same
@@ -18,7 +18,8 @@ from typing import Any
 
 from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard, Row
 from tokbench.leaderboard.document import Image
-from tokbench.leaderboard.stats import seed_mean
+from tokbench.leaderboard.scores import Ladder, Scores, build_scores, rung_cell, rung_stat
+from tokbench.leaderboard.stats import Stat, seed_mean
 from tokbench.leaderboard.views import column_header, row_header
 
 PLOTS_DIR = "plots"
@@ -203,6 +204,68 @@ def attention(column: Column, panels: list[tuple[str, list[float]]]) -> Any:
     return fig
 
 
+LadderLine = tuple[str, list[Stat | None]]  # legend label, one statistic per rung (None: no value)
+
+
+def ladder_lines(board: Leaderboard, scores: Scores, ladder: Ladder) -> list[tuple[str, LadderLine]]:
+    """Per model family, its learned member with the highest score on ``ladder``: (family, (label, rung stats)).
+
+    A member without a score (a rung missing) ranks below those with one, by the mean of the
+    rungs it has. At most ``LINES_PER_PANEL`` families, the highest first. Oracles are left
+    out: they sit on the optimum by construction.
+    """
+    best: dict[str, tuple[tuple[bool, float], Row, list[Stat | None]]] = {}
+    for row in scores.rows:
+        if row.oracle:
+            continue
+        stats = [rung_stat(rung_cell(board, rung, row)) for rung in ladder.rungs]
+        present = [s.mean for s in stats if s is not None]
+        if not present:
+            continue
+        score = scores.score(ladder.task, row).stat
+        rank = (score is not None, score.mean if score else math.fsum(present) / len(present))
+        name = scores.family[row.key]
+        if name not in best or rank > best[name][0]:
+            best[name] = (rank, row, stats)
+    ranked = sorted(best.items(), key=lambda item: item[1][0], reverse=True)[:LINES_PER_PANEL]
+    return [(name, (row.label if name == row.label else f"{name}: {row.label}", stats))
+            for name, (_, row, stats) in ranked]
+
+
+def ladders(board: Leaderboard, scores: Scores) -> Any:
+    """Small multiples, one panel per ladder on one shared y scale: mean normalised accuracy per rung, one line
+    per model family, error bars the cells' intervals, the Bayes optimum dashed at 1."""
+    panels = [(ladder, ladder_lines(board, scores, ladder)) for ladder in scores.ladders]
+    names = sorted({name for _, lines in panels for name, _ in lines})
+    palette = dict(zip(names, _colors(len(names)))) if len(names) <= LINES_PER_PANEL else None
+    ncols = min(PANEL_COLUMNS, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(4.8 * ncols, 3.6 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    top = max((s.high if s.high is not None else s.mean for _, lines in panels for _, (_, stats) in lines
+               for s in stats if s is not None), default=1.0)
+    for ax, (ladder, lines) in zip(axes, panels):
+        colors = _colors(len(lines))
+        for index, (name, (label, stats)) in enumerate(lines):
+            means = [s.mean if s else math.nan for s in stats]
+            errors = [[s.mean - s.low if s and s.interval else 0.0 for s in stats],
+                      [s.high - s.mean if s and s.interval else 0.0 for s in stats]]
+            ax.errorbar(range(len(stats)), means, yerr=errors, marker="o", markersize=3, linewidth=1, capsize=2,
+                        color=palette[name] if palette else colors[index], label=_text(label))
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="Bayes optimum")
+        ax.set_ylim(0, max(1.05, 1.02 * top))  # one scale for every panel
+        ax.set_xticks(range(len(ladder.rungs)), [_text(r.label) for r in ladder.rungs])
+        ax.set_xlabel(_text(" / ".join(ladder.axes)))
+        ax.set_ylabel("accuracy / Bayes optimum")
+        ax.tick_params(labelleft=True)
+        ax.set_title(_title(ladder.title), fontsize=9)
+        ax.legend(fontsize=6, loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Ladders: mean normalised accuracy per rung (easiest first), the best member of each model family")
+    return fig
+
+
 @dataclass(frozen=True)
 class Plot:
     """One planned plot: its place in the document, and how to draw it."""
@@ -219,17 +282,21 @@ class Plot:
 
 
 def plan(board: Leaderboard, prefix: str = "") -> list[Plot]:
-    """Every plot the records allow: the heatmap, then per task the curves and the attention profiles.
+    """Every plot the records allow: the ladders, the heatmap, then per task the curves and the attention profiles.
 
     File names start with ``prefix`` (a section's). Planning draws nothing and imports no
     matplotlib, so the documents that link the plots can be rendered (and checked) without
     drawing them.
     """
-    def image(caption: str, stem: str) -> Image:
-        return Image(caption, f"{PLOTS_DIR}/{prefix}{stem}.png")
+    def image(caption: str, stem: str, leads: bool = False) -> Image:
+        return Image(caption, f"{PLOTS_DIR}/{prefix}{stem}.png", leads)
 
-    plots = ([Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True)]
-             if board.test_columns else [])
+    plots: list[Plot] = []
+    if (scores := build_scores(board)) is not None:
+        plots.append(Plot(image("Ladders: mean normalised accuracy per rung, one line per model family", "ladders",
+                                leads=True), partial(ladders, board, scores)))
+    if board.test_columns:
+        plots.append(Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True))
     for column in board.columns:
         name = column_header(column)
         if lines := curve_lines(board, column):

@@ -20,9 +20,10 @@ from tabulate import LATEX_ESCAPE_RULES, tabulate
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, Leaderboard, Section, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
+from tokbench.leaderboard.scores import OVERALL, Scores, build_scores
 from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
-                                        number_text, training_table)
+                                        number_text, score_table, training_table)
 
 SIGNIFICANT = 6  # digits of the floats in CSV and JSON
 
@@ -189,7 +190,9 @@ def to_latex(sections: Sequence[Section]) -> str:
     for section in sections:
         prefix = f"{section.name}: " if section.name else ""
         board = section.board
-        tables_of_board = (main_table(board), training_table(board), *(detail_table(board, c) for c in board.columns))
+        scores = build_scores(board)
+        tables_of_board = (score_table(scores) if scores else None, main_table(board), training_table(board),
+                           *(detail_table(board, c) for c in board.columns))
         for table in (t for t in tables_of_board if t is not None):
             tables.append(_latex_table(replace(table, title=prefix + table.title)))
     return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(tables) + "\n"
@@ -253,8 +256,25 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _board_json(board: Leaderboard) -> dict[str, Any]:
+def _scores_json(scores: Scores) -> dict[str, Any]:
+    """The score table for machines: ladders with their rungs, then each model's score per column."""
     return {
+        "ladders": [{"task": lad.task, "pitfall": lad.pitfall, "axes": lad.axes,
+                     "rungs": [{"rung": r.index, "axes": r.axes, "tasks": [c.slug for c in r.columns]}
+                               for r in lad.rungs]} for lad in scores.ladders],
+        "columns": scores.columns,
+        "rows": [{"model": row.slug, "label": row.label, "family": scores.family[row.key], "oracle": row.oracle,
+                  "scores": {column: {"score": _stat_json(s.stat), "best": s.best, "not_applicable": s.not_applicable}
+                             for column in scores.columns if (s := scores.score(column, row))}}
+                 for row in scores.rows],
+        "claims": notes.score_claims(scores),
+    }
+
+
+def _board_json(board: Leaderboard) -> dict[str, Any]:
+    scores = build_scores(board)
+    return {
+        **({"scores": _scores_json(scores)} if scores else {}),
         "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
                    "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
                    "citation": c.citation} for c in board.columns],
@@ -278,8 +298,14 @@ def to_json(sections: Sequence[Section]) -> str:
 
 
 def to_csv(sections: Sequence[Section]) -> str:
-    """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI."""
+    """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI.
+
+    Where a section has ladders, five columns follow: ``kind`` (``cell``, or ``score`` for
+    a line of the score table: task_label names its column), the cell's ``ladder_rung``,
+    and the score's mean and interval.
+    """
     cells = [(s.name, cell) for s in sections for column in s.board.columns for cell in s.board.column_cells(column)]
+    scores = {s.name: board_scores for s in sections if (board_scores := build_scores(s.board))}
     found = {m for _, cell in cells for m in cell.metrics}
     metrics = list(CORE_METRICS) + sorted(found - set(CORE_METRICS))
     extra = {"untrained_accuracy": lambda c: c.untrained, "steps": lambda c: c.steps,
@@ -288,14 +314,31 @@ def to_csv(sections: Sequence[Section]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["section", "task_label", "task", "task_version", "eval_split", "task_params", "model_label",
                      "model", "model_version", "model_params", "train_params", "seeds", "failed", "best",
-                     *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "low", "high"))])
+                     *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "low", "high")),
+                     *(["kind", "ladder_rung", "score_mean", "score_low", "score_high"] if scores else [])])
+    rungs = {(column.key, name): rung.index for name, board_scores in scores.items()
+             for ladder in board_scores.ladders for rung in ladder.rungs for column in rung.columns}
     for name, cell in cells:
         column, row = cell.column, cell.row
         stats = [cell.metrics.get(m) for m in metrics] + [get(cell) for get in extra.values()]
         text = [name, column.label, column.task, column.version, column.eval_split, canonical(column.params),
                 row.label, row.model, row.version, canonical(row.params), canonical(row.train)]
         writer.writerow([*map(_csv_text, text), " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
-                         *(_csv_number(v) for s in stats for v in ((s.mean, s.low, s.high) if s else (None,) * 3))])
+                         *(_csv_number(v) for s in stats for v in ((s.mean, s.low, s.high) if s else (None,) * 3)),
+                         *(["cell", rungs.get((column.key, name), "")] + [""] * 3 if scores else [])])
+    blank = [""] * (3 * (len(metrics) + len(extra)))
+    for name, board_scores in scores.items():
+        for row in board_scores.rows:
+            for column in board_scores.columns:
+                score = board_scores.score(column, row)
+                if score.stat is None and not score.not_applicable:
+                    continue
+                task = "" if column == OVERALL else column
+                text = [name, board_scores.title(column), task, "", "", "", row.label, row.model, row.version,
+                        canonical(row.params), canonical(row.train)]
+                values = ((score.stat.mean, score.stat.low, score.stat.high) if score.stat else (None,) * 3)
+                writer.writerow([*map(_csv_text, text), "", "", score.best, *blank, "score", "",
+                                 *(_csv_number(v) for v in values)])
     return out.getvalue()
 
 

@@ -168,9 +168,8 @@ def score_table(scores: Scores) -> Table:
         cells = [scores.score(column, row) for column in scores.columns]
         rows.append([row_header(row), scores.family[row.key],
                      *(Measure(s.stat, s.best, not_applicable=s.not_applicable) for s in cells)])
-    notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} "
-             f"({' / '.join(ladder.axes)})" for ladder in scores.ladders]
-    notes += [f"{ladder.title}: {ladder.pitfall}" for ladder in scores.pitfalls]
+    notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
+             + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
     for row in scores.rows:
         missing = scores.score(OVERALL, row).missing
         na = [t for t in missing if scores.score(t, row).not_applicable]

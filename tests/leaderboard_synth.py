@@ -66,7 +66,7 @@ def sections(records: list[dict[str, Any]], name: str = "") -> list[Section]:
 
 def ladder(task: str, model: str, means: list[float], n: int | list[int] = 3, spread: float = 0.01,
            axes: dict[str, list[Any]] | None = None, pitfall: str = "", family: str | None = None,
-           bayes: float = 1.0, **kwargs: Any) -> list[dict[str, Any]]:
+           bayes: float = 1.0, examples: int = 1000, **kwargs: Any) -> list[dict[str, Any]]:
     """The records of one model on a task's ladder: per rung ``n`` seeds around ``means[rung]`` (accuracy)."""
     axes = axes or {"K": [4, 8, 16][:len(means)], "context_length": [8, 16, 32][:len(means)]}
     counts = n if isinstance(n, list) else [n] * len(means)
@@ -76,7 +76,7 @@ def ladder(task: str, model: str, means: list[float], n: int | list[int] = 3, sp
         values = {name: vals[rung] for name, vals in axes.items()}
         offsets = [spread * ((s % 3) - 1) for s in range(count)]  # -spread, 0, +spread, ...
         recs += [record(task=task, model=model, seed=s, accuracy=min(1.0, max(0.0, centre + d)), bayes=bayes,
-                        task_params={**WALK, "test_size": 1000, **values}, meta=meta,
+                        task_params={**WALK, "test_size": examples, **values}, meta=meta,
                         ladder={"rung": rung, "rungs": len(means), "axes": values}, **kwargs)
                  for s, d in zip(range(count), offsets)]
     return recs

@@ -1,0 +1,256 @@
+"""Scores of a suite's ladders: their statistics, the score table, its claims, the ladder plot and every format."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+from scipy import stats as scipy_stats
+
+from leaderboard_synth import WALK, ladder, seeds, sections
+from tokbench.leaderboard import notes, stats
+from tokbench.leaderboard.aggregate import build
+from tokbench.leaderboard.document import Heading, Image, Table, document
+from tokbench.leaderboard.plots import ladder_lines, ladders, plan
+from tokbench.leaderboard.publish import render
+from tokbench.leaderboard.scores import OVERALL, build_scores
+from tokbench.leaderboard.stats import Part, binomial_var, compare_scores, weighted_sum
+from tokbench.leaderboard.views import measure_text, score_table
+
+PITFALL = "The plain average of the inputs is uninformative: a layer from zero init stays at 1/K."
+
+
+def _suite(n: int | list[int] = 3) -> list[dict]:
+    """Two families, one pitfall; a transformer with two members, an attention layer, an MLP n/a on mqar, an oracle."""
+    return (ladder("mqar", "transformer", [0.95, 0.9, 0.8], n=n, family="transformer")
+            + ladder("mqar", "transformer-2l", [0.97, 0.95, 0.85], n=n, family="transformer")
+            + ladder("mqar", "attn-paper-a", [0.9, 0.7, 0.5], n=n, family="attention (1 layer)")
+            + ladder("mqar", "bayes-optimal", [1.0, 1.0, 1.0], n=n)
+            + ladder("random-walk", "transformer", [0.72, 0.68, 0.64], n=n, bayes=0.8, family="transformer")
+            + ladder("random-walk", "attn-paper-a", [0.8, 0.8, 0.8], n=n, bayes=0.8, family="attention (1 layer)")
+            + ladder("random-walk", "mlp", [0.6, 0.5, 0.4], n=n, bayes=0.8)
+            + ladder("random-walk", "bayes-optimal", [0.8, 0.8, 0.8], n=n, bayes=0.8)
+            + ladder("deterministic-walk", "attn-paper-a", [0.17, 0.17, 0.17], n=n, pitfall=PITFALL,
+                     family="attention (1 layer)")
+            + ladder("deterministic-walk", "transformer", [0.97, 0.99, 1.0], n=n, pitfall=PITFALL,
+                     family="transformer")
+            + _not_applicable("mqar", "mlp"))
+
+
+def _not_applicable(task: str, model: str) -> list[dict]:
+    recs = ladder(task, model, [0.5, 0.5, 0.5])
+    for rec in recs:
+        rec.update(status="not_applicable", error="the model predicts only the last position", metrics={}, train={},
+                   curve={}, attention_profile=None)
+    return recs
+
+
+def _texts(table: Table) -> dict[str, dict[str, str]]:
+    """The table as {row label: {header: text}}, bold marked with a trailing *."""
+    out = {}
+    for row in table.rows:
+        out[row[0]] = {h: (v if isinstance(v, str) else measure_text(v) + ("*" if v.best else ""))
+                       for h, v in zip(table.headers[1:], row[1:])}
+    return out
+
+
+# ---- the statistics ----------------------------------------------------------------------------------------------
+
+def test_one_cell_score_is_the_t_interval_of_its_mean():
+    values = [0.49, 0.5, 0.47, 0.52]
+    stat = weighted_sum([Part(1.0, values, binomial_var(0.495, 1000, 4))]).stat()
+    low, high = scipy_stats.t.interval(0.95, 3, loc=sum(values) / 4, scale=scipy_stats.sem(values))
+    assert (stat.low, stat.high) == (pytest.approx(low, abs=1e-12), pytest.approx(high, abs=1e-12))
+
+
+def test_weighted_sum_uses_floored_variances_and_welch_satterthwaite_df():
+    a, b = [0.9, 0.8, 0.85], [0.5] * 6  # the second cell's seeds agree: its evaluation set's variance is the floor
+    floor = binomial_var(0.5, 1000, 6)
+    estimate = weighted_sum([Part(0.5, a, 0.0), Part(0.5, b, floor)])
+    ua, ub = 0.25 * stats.variance(a) / 3, 0.25 * floor / 6
+    assert estimate.value == pytest.approx(0.5 * 0.85 + 0.5 * 0.5)
+    assert estimate.var == pytest.approx(ua + ub)
+    assert estimate.df == pytest.approx((ua + ub) ** 2 / (ua**2 / 2 + ub**2 / 5))
+    half = scipy_stats.t.ppf(0.975, estimate.df) * math.sqrt(ua + ub)
+    assert estimate.stat().width == pytest.approx(2 * half)
+    assert weighted_sum([Part(1.0, [0.99, 1.0, 1.0], 0.0)]).stat((0.0, 1.0)).high == 1.0  # cut to the range
+
+
+@pytest.mark.parametrize("entry", stats.score_coverage_table(), ids=lambda e: f"{e.seeds[0]}-{e.seeds[1]} seeds")
+def test_nominal_95_score_interval_covers_93_to_97_percent(entry):
+    """Ladders of 3-5 rungs with unequal seeds (3 to 20 per cell) and unequal spreads and optima."""
+    assert entry.trials >= 2000 and 0.93 <= entry.rate <= 0.97, entry
+
+
+def test_one_seed_in_a_cell_gives_no_interval_and_no_claim():
+    one = weighted_sum([Part(0.5, [0.9], 0.0), Part(0.5, [0.8, 0.82, 0.81], 0.0)])
+    assert one.var is None and one.stat().interval is None and one.seeds == 1
+    other = weighted_sum([Part(1.0, [0.1, 0.12, 0.11], 0.0)])
+    assert compare_scores(one, other).verdict is None and compare_scores(one, other).low is None
+
+
+def test_compare_scores_rules():
+    high = weighted_sum([Part(1.0, [0.9, 0.91, 0.92], binomial_var(0.91, 1000, 3))])
+    low = weighted_sum([Part(1.0, [0.5, 0.52, 0.51], binomial_var(0.51, 1000, 3))])
+    assert compare_scores(high, low).verdict == stats.ABOVE and compare_scores(low, high).verdict == stats.BELOW
+    close = weighted_sum([Part(1.0, [0.5, 0.49, 0.52], binomial_var(0.5, 1000, 3))])
+    assert compare_scores(low, close).verdict == stats.UNDECIDED  # 3 seeds on 1000 sequences: not equivalent
+    tight = [Part(1.0, [0.5 + 0.001 * (i % 3) for i in range(20)], binomial_var(0.5, 100000, 20))]
+    assert compare_scores(weighted_sum(tight), weighted_sum(tight)).verdict == stats.MATCHES
+    two = weighted_sum([Part(1.0, [0.9, 0.95], 0.0)])
+    assert compare_scores(two, low).verdict is None  # 2 seeds: an interval, but no claim
+
+
+# ---- the score table ---------------------------------------------------------------------------------------------
+
+def test_family_score_is_the_mean_of_rung_means_with_unequal_seeds():
+    recs = ladder("mqar", "transformer", [0.9, 0.6, 0.3], n=[3, 10, 4], spread=0.0)
+    scores = build_scores(build(recs))
+    (row,) = scores.rows
+    assert scores.score("mqar", row).stat.mean == pytest.approx(0.6)  # pooling the seeds would give 0.565
+    assert scores.score("mqar", row).stat.n == 3
+
+
+def test_score_table_columns_overall_pitfalls_and_order():
+    scores = build_scores(build(_suite()))
+    table = score_table(scores)
+    assert table.headers == ["model", "family", "mqar", "random-walk", "Overall", "deterministic-walk (pitfall)"]
+    texts = _texts(table)
+    assert list(texts) == ["transformer", "attn-paper-a", "mlp", "transformer-2l", "bayes-optimal (oracle)"]
+    assert texts["mlp"]["mqar"] == "n/a" and texts["mlp"]["Overall"] == ""
+    assert texts["transformer-2l"]["random-walk"] == "" and texts["transformer-2l"]["Overall"] == ""
+    assert texts["mlp"]["family"] == "mlp"  # no model_family in the records: the model's name
+    # Overall: the mean of the family scores, never the pitfall's.
+    row = {r.label: r for r in scores.rows}["transformer"]
+    mqar, walk = (scores.score(c, row).stat.mean for c in ("mqar", "random-walk"))
+    assert scores.score(OVERALL, row).stat.mean == pytest.approx((mqar + walk) / 2)
+    assert walk == pytest.approx(0.85)  # normalised by the optimum 0.8
+    assert "Overall: none for mlp (n/a on mqar)" in table.notes
+    assert "Overall: none for transformer-2l (no score on random-walk)" in table.notes
+    assert f"deterministic-walk (pitfall): rungs 4 / 8 | 8 / 16 | 16 / 32 (K / context_length); pitfall: {PITFALL}" \
+        in table.notes
+
+
+def test_bold_is_the_best_learned_score_never_an_oracle():
+    texts = _texts(score_table(build_scores(build(_suite()))))
+    assert texts["transformer"]["Overall"].endswith("*") and not texts["attn-paper-a"]["Overall"].endswith("*")
+    assert texts["transformer-2l"]["mqar"].endswith("*")
+    assert not any(v.endswith("*") for v in texts["bayes-optimal (oracle)"].values())
+    assert texts["transformer"]["deterministic-walk (pitfall)"].endswith("*")
+
+
+def test_bold_extends_to_scores_shown_equivalent_and_not_to_overlaps():
+    base = ladder("mqar", "a", [0.9, 0.8, 0.7], n=20, spread=0.001, examples=100000)
+    twin = ladder("mqar", "b", [0.901, 0.8, 0.7], n=20, spread=0.001, examples=100000)
+    noisy = ladder("mqar", "c", [0.89, 0.8, 0.7], n=3, spread=0.05)
+    texts = _texts(score_table(build_scores(build(base + twin + noisy))))
+    assert texts["b"]["mqar"].endswith("*") and texts["a"]["mqar"].endswith("*")  # equivalent within 0.02
+    assert not texts["c"]["mqar"].endswith("*")  # its interval overlaps, but nothing shows it equivalent
+
+
+# ---- claims ------------------------------------------------------------------------------------------------------
+
+def test_claims_distinguishable_and_not():
+    lines = notes.score_claims(build_scores(build(_suite())))
+    overall = next(line for line in lines if line.startswith("Overall:"))
+    assert overall.startswith("Overall: transformer scores highest at ")
+    assert "then attn-paper-a at " in overall and "transformer scores higher than attn-paper-a (95% Welch" in overall
+    assert overall.endswith("excludes 0).")
+    assert not any("bayes-optimal" in line for line in lines)
+    close = (ladder("mqar", "a", [0.9, 0.8, 0.7], spread=0.05) + ladder("mqar", "b", [0.89, 0.81, 0.69], spread=0.05))
+    lines = notes.score_claims(build_scores(build(close)))
+    assert [line.split(":")[0] for line in lines] == ["mqar", "Overall"]  # one family: Overall is its score
+    assert all(" is not distinguishable from " in line and line.endswith("contains 0).") for line in lines)
+
+
+def test_no_claim_under_three_seeds_in_any_cell_behind_either_score():
+    recs = (ladder("mqar", "a", [0.9, 0.9, 0.9], n=[3, 2, 3]) + ladder("mqar", "b", [0.2, 0.2, 0.2]))
+    lines = notes.score_claims(build_scores(build(recs)))
+    assert len(lines) == 2 and all(line.endswith("; no claim (a cell behind either score has fewer than 3 seeds).")
+                                   and "higher" not in line for line in lines)
+    one = ladder("mqar", "a", [0.9, 0.9, 0.9], n=[3, 1, 3], spread=0.0) + ladder("mqar", "b", [0.2, 0.2, 0.2])
+    scores = build_scores(build(one))
+    row = next(r for r in scores.rows if r.model == "a")
+    assert measure_text_of(scores, "mqar", row) == "0.900 (n=1)"
+    assert notes.score_claims(scores)[0].endswith("no claim (a cell behind either score has fewer than 3 seeds).")
+
+
+def measure_text_of(scores, column, row) -> str:
+    from tokbench.leaderboard.views import Measure
+
+    return measure_text(Measure(scores.score(column, row).stat))
+
+
+# ---- placement and formats ---------------------------------------------------------------------------------------
+
+def test_sections_without_ladders_have_no_scores():
+    board_sections = sections(seeds(3, [0.5, 0.5, 0.5]))
+    assert build_scores(board_sections[0].board) is None
+    assert not any(isinstance(b, Heading) and b.text == "Scores" for b in document(board_sections))
+    assert "score" not in render(board_sections, "csv").splitlines()[0]
+    assert "scores" not in json.loads(render(board_sections, "json"))["sections"][0]
+    assert not any(p.image.leads for p in plan(board_sections[0].board))
+
+
+def test_scores_lead_their_section_in_every_format():
+    board_sections = sections(_suite() + seeds(3, [0.5, 0.5, 0.5]), "tokbench")
+    images = {"tokbench": [p.image for p in plan(board_sections[0].board, "tokbench-")]}
+    md = render(board_sections, "md", images)
+    headings = [line for line in md.splitlines() if line.startswith("### ")]
+    assert headings[:2] == ["### Scores", "### Accuracy"]
+    scores_part = md.split("### Scores", 1)[1].split("### Accuracy", 1)[0]
+    assert "| model | family | mqar | random-walk | Overall | deterministic-walk (pitfall) |" in scores_part
+    assert "![Ladders: " in scores_part and "(plots/tokbench-ladders.png)" in scores_part
+    assert "docs/scores.md" in scores_part and "Welch" in scores_part
+    assert "tokbench-ladders.png" not in md.split("### Plots", 1)[1]
+
+    html = render(board_sections, "html", images)
+    assert html.index("<h3>Scores</h3>") < html.index("<h3>Accuracy</h3>")
+    assert "deterministic-walk (pitfall)</th>" in html
+
+    data = json.loads(render(board_sections, "json"))["sections"][0]["scores"]
+    assert data["columns"] == ["mqar", "random-walk", "Overall", "deterministic-walk"]
+    assert [(lad["task"], lad["pitfall"]) for lad in data["ladders"]] == [
+        ("mqar", ""), ("random-walk", ""), ("deterministic-walk", PITFALL)]
+    first = data["rows"][0]
+    assert first["label"] == "transformer" and first["scores"]["Overall"]["best"] is True
+    assert data["claims"] == notes.score_claims(build_scores(board_sections[0].board))
+
+    rows = list(csv.DictReader(io.StringIO(render(board_sections, "csv"))))
+    score_rows = [r for r in rows if r["kind"] == "score"]
+    overall = next(r for r in score_rows if r["task_label"] == "Overall" and r["model_label"] == "transformer")
+    assert float(overall["score_low"]) < float(overall["score_mean"]) < float(overall["score_high"])
+    assert {r["ladder_rung"] for r in rows if r["kind"] == "cell" and r["task"] == "mqar"} == {"0", "1", "2"}
+    assert next(r for r in rows if r["kind"] == "cell" and r["task"] == "random-walk" and r["task_params"]
+                == json.dumps({**WALK}, sort_keys=True, separators=(",", ":")))["ladder_rung"] == ""
+
+    latex = render(board_sections, "latex")
+    assert latex.index("tokbench: Scores") < latex.index("tokbench: Accuracy")
+
+
+# ---- the ladder plot ---------------------------------------------------------------------------------------------
+
+def test_ladder_lines_one_per_family_its_best_member():
+    board = build(_suite())
+    scores = build_scores(board)
+    mqar = next(lad for lad in scores.ladders if lad.task == "mqar")
+    lines = dict(ladder_lines(board, scores, mqar))
+    assert set(lines) == {"transformer", "attention (1 layer)"}  # no oracle, no n/a model
+    label, rung_stats = lines["transformer"]
+    assert label == "transformer: transformer-2l" and [round(s.mean, 3) for s in rung_stats] == [0.97, 0.95, 0.85]
+
+
+def test_ladder_plot_panels_share_a_scale_and_mark_pitfalls():
+    board = build(_suite())
+    scores = build_scores(board)
+    fig = ladders(board, scores)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["mqar", "random-walk", "deterministic-walk (pitfall)"]
+    assert len({ax.get_ylim() for ax in axes}) == 1
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["4 / 8", "8 / 16", "16 / 32"]
+    assert axes[0].get_xlabel() == "K / context_length"
+    assert all(len(ax.get_legend().get_texts()) <= 11 for ax in axes)  # <= 10 families and the optimum
+    (leading,) = [p for p in plan(board) if p.image.leads]
+    assert isinstance(leading.image, Image) and leading.image.path == "plots/ladders.png"

@@ -94,7 +94,8 @@ def _numbers(values: list[str]) -> list[float]:
 def test_sorting_is_descending_first_with_an_arrow_and_blanks_last(browser):
     from selenium.webdriver.common.by import By
 
-    table = browser.find_elements(By.CSS_SELECTOR, "table.sortable")[0]  # the first experiment's accuracy table
+    # The first experiment's accuracy table (a section with ladders puts its score table before it).
+    table = browser.find_element(By.XPATH, "(//*[self::h2 or self::h3][.='Accuracy'])[1]/following::table[1]")
     headers = table.find_elements(By.CSS_SELECTOR, "thead th")
     index = next(i for i in range(1, len(headers)) if "" in _column(browser, table, i))  # a column with blanks
     header = headers[index]
@@ -123,3 +124,34 @@ def test_one_accuracy_table_per_experiment(browser):
     sections = [t for t in titles if t in ("paper", "default", "qa")]
     assert sections == ["paper", "default", "qa"]
     assert titles.count("Accuracy") == len(sections)
+
+
+def test_score_table_is_sticky_unwrapped_and_sorts_overall_with_blanks_last(browser, tmp_path):
+    """A section with ladders (synthetic records): its score table follows the same rules as every table."""
+    from selenium.webdriver.common.by import By
+
+    from leaderboard_synth import ladder, sections
+    from tokbench.leaderboard.publish import render
+
+    recs = (ladder("mqar", "transformer", [0.95, 0.9, 0.8]) + ladder("mqar", "attn-paper-a", [0.9, 0.7, 0.5])
+            + ladder("mqar", "mlp", [0.6, 0.5, 0.4]) + ladder("random-walk", "transformer", [0.9, 0.8, 0.7])
+            + ladder("random-walk", "attn-paper-a", [0.9, 0.9, 0.9]))
+    page = tmp_path / "index.html"
+    page.write_text(render(sections(recs, "tokbench"), "html"), encoding="utf-8")
+    try:
+        browser.get(page.as_uri())
+        table = browser.find_element(By.XPATH, "//h3[.='Scores']/following::table[1]")
+        styles = browser.execute_script("""
+            const cells = Array.from(arguments[0].querySelectorAll('td, th'));
+            return {wrap: cells.filter(c => getComputedStyle(c).whiteSpace !== 'nowrap').length,
+                    head: Array.from(arguments[0].querySelectorAll('thead th'))
+                        .filter(c => getComputedStyle(c).position !== 'sticky').length};""", table)
+        assert styles == {"wrap": 0, "head": 0}
+        headers = table.find_elements(By.CSS_SELECTOR, "thead th")
+        index = [h.text for h in headers].index("Overall")
+        headers[index].click()
+        values = _column(browser, table, index)
+        assert len(_numbers(values)) == 2 and _numbers(values) == sorted(_numbers(values), reverse=True)
+        assert values[2:] == [""]  # mlp has no random-walk score, so no Overall: last
+    finally:
+        browser.get(PAGE.as_uri())

@@ -17,7 +17,7 @@ from tokbench.leaderboard.plots import ladder_lines, ladders, plan
 from tokbench.leaderboard.publish import render
 from tokbench.leaderboard.scores import OVERALL, build_scores
 from tokbench.leaderboard.stats import Part, binomial_var, compare_scores, weighted_sum
-from tokbench.leaderboard.views import measure_text, score_table
+from tokbench.leaderboard.views import Measure, measure_text, score_table
 
 PITFALL = "The plain average of the inputs is uninformative: a layer from zero init stays at 1/K."
 
@@ -173,14 +173,8 @@ def test_no_claim_under_three_seeds_in_any_cell_behind_either_score():
     one = ladder("mqar", "a", [0.9, 0.9, 0.9], n=[3, 1, 3], spread=0.0) + ladder("mqar", "b", [0.2, 0.2, 0.2])
     scores = build_scores(build(one))
     row = next(r for r in scores.rows if r.model == "a")
-    assert measure_text_of(scores, "mqar", row) == "0.900 (n=1)"
+    assert measure_text(Measure(scores.score("mqar", row).stat)) == "0.900 (n=1)"
     assert notes.score_claims(scores)[0].endswith("no claim (a cell behind either score has fewer than 3 seeds).")
-
-
-def measure_text_of(scores, column, row) -> str:
-    from tokbench.leaderboard.views import Measure
-
-    return measure_text(Measure(scores.score(column, row).stat))
 
 
 # ---- placement and formats ---------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 A record from a ladder block of a suite carries ``ladder = {rung, rungs, axes}``; a
 task's ladder is the set of its columns whose records carry it, rung 0 the easiest.
 A model configuration (a row) has a family score on a ladder when it has at least one
-successful seed at every rung: the mean over rungs of its mean normalised accuracy
+successful seed at every rung (a rung no record reached leaves every row without one): the mean over rungs of its mean normalised accuracy
 (accuracy / Bayes optimum), rungs weighted equally. Its overall score is the mean of
 its family scores over the non-pitfall families, each weighted equally, and exists
 only when it has a score in every one of them. A pitfall family (a record's
@@ -108,15 +108,20 @@ def family(row: Row, board: Leaderboard) -> str:
 
 
 def find_ladders(board: Leaderboard) -> list[Ladder]:
-    """Every task's ladder in the board, by task name; empty when no record carries ``ladder``."""
+    """Every task's ladder in the board, by task name; empty when no record carries ``ladder``.
+
+    Columns scored on the training split are left out: there the Bayes optimum says nothing
+    (see :func:`views.training_table`), so neither does a normalised accuracy.
+    """
     found: dict[str, Ladder] = {}
-    for column in board.columns:
+    for column in board.test_columns:
         for cell in board.column_cells(column):
             for rec in cell.ok + cell.failed + cell.not_applicable:
                 if not (step := rec.get("ladder")):
                     continue
-                ladder = found.setdefault(column.task, Ladder(column.task, [Rung(i, {}) for i in
-                                                                            range(step["rungs"])]))
+                ladder = found.setdefault(column.task, Ladder(column.task, []))
+                while len(ladder.rungs) < max(step["rungs"], step["rung"] + 1):
+                    ladder.rungs.append(Rung(len(ladder.rungs), {}))
                 rung = ladder.rungs[step["rung"]]
                 rung.axes = rung.axes or dict(step["axes"])
                 if column not in rung.columns:

@@ -15,7 +15,7 @@ from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.document import Heading, Image, Table, document
 from tokbench.leaderboard.plots import ladder_lines, ladders, plan
 from tokbench.leaderboard.publish import render
-from tokbench.leaderboard.scores import OVERALL, build_scores
+from tokbench.leaderboard.scores import OVERALL, build_scores, ceiling, rung_cell
 from tokbench.leaderboard.stats import Part, binomial_var, compare_scores, weighted_sum
 from tokbench.leaderboard.views import Measure, measure_text, score_table
 
@@ -114,7 +114,8 @@ def test_family_score_is_the_mean_of_rung_means_with_unequal_seeds():
 
 
 def test_score_table_columns_overall_pitfalls_and_order():
-    scores = build_scores(build(_suite()))
+    board = build(_suite())
+    scores = build_scores(board)
     table = score_table(scores)
     assert table.headers == ["model", "family", "mqar", "random-walk", "Overall", "deterministic-walk (pitfall)"]
     texts = _texts(table)
@@ -127,6 +128,11 @@ def test_score_table_columns_overall_pitfalls_and_order():
     mqar, walk = (scores.score(c, row).stat.mean for c in ("mqar", "random-walk"))
     assert scores.score(OVERALL, row).stat.mean == pytest.approx((mqar + walk) / 2)
     assert walk == pytest.approx(0.85)  # normalised by the optimum 0.8
+    # Cut to what perfect accuracy would score: 1 where the optimum is 1, 1 / 0.8 on the walk.
+    perfect = {r.label: r for r in scores.rows}["bayes-optimal"]
+    assert scores.score("mqar", perfect).stat.high == 1.0  # 0.997 +- 0.013 before the cut
+    walk_ladder = next(lad for lad in scores.ladders if lad.task == "random-walk")
+    assert ceiling(rung_cell(board, walk_ladder.rungs[0], row)) == pytest.approx(1 / 0.8)
     assert "Overall: none for mlp (n/a on mqar)" in table.notes
     assert "Overall: none for transformer-2l (no score on random-walk)" in table.notes
     assert f"deterministic-walk (pitfall): rungs 4 / 8 | 8 / 16 | 16 / 32 (K / context_length); pitfall: {PITFALL}" \

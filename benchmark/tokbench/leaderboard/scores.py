@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard, Row, format_value
-from tokbench.leaderboard.stats import (MATCHES, Estimate, Part, Stat, compare_scores, metric_range,
-                                        summarise, weighted_sum)
+from tokbench.leaderboard.stats import (MATCHES, Estimate, Part, Stat, compare_scores, metric_range, summarise,
+                                        weighted_sum)
 
 METRIC = "normalized_accuracy"
 OVERALL = "Overall"
@@ -141,15 +141,26 @@ def eval_var(cell: Cell) -> float:
     return cell.eval_var("accuracy") / centre**2 if centre > 0 else 0.0
 
 
+def ceiling(cell: Cell) -> float:
+    """The highest mean normalised accuracy the cell can have: a perfect accuracy on every seed, 1 / optimum."""
+    optima = cell.values("bayes_accuracy")
+    if not optima or min(optima) <= 0:
+        return metric_range(METRIC)[1]
+    return math.fsum(1 / b for b in optima) / len(optima)
+
+
 def rung_stat(cell: Cell | None) -> Stat | None:
-    """The cell's mean normalised accuracy with the cell interval (t over seeds, floored, cut to the range)."""
+    """The cell's mean normalised accuracy with the cell interval (t over seeds, floored, cut to its range)."""
     values = cell.values(METRIC) if cell is not None else []
-    return summarise(values, eval_var(cell), metric_range(METRIC)) if values else None
+    return summarise(values, eval_var(cell), (0.0, ceiling(cell))) if values else None
 
 
-def _parts(board: Leaderboard, ladder: Ladder, row: Row) -> list[Part] | None | bool:
+Share = tuple[Part, float]  # a cell's part of a score, and the cell's ceiling
+
+
+def _shares(board: Leaderboard, ladder: Ladder, row: Row) -> list[Share] | None | bool:
     """The row's cells on ``ladder`` as score parts; False where a rung does not apply, None where one is missing."""
-    parts = []
+    shares = []
     for rung in ladder.rungs:
         cell = rung_cell(board, rung, row)
         if cell is not None and cell.not_applicable and not cell.ok:
@@ -157,12 +168,14 @@ def _parts(board: Leaderboard, ladder: Ladder, row: Row) -> list[Part] | None | 
         values = cell.values(METRIC) if cell is not None else []
         if not values:
             return None
-        parts.append(Part(1 / len(ladder.rungs), values, eval_var(cell)))
-    return parts
+        shares.append((Part(1 / len(ladder.rungs), values, eval_var(cell)), ceiling(cell)))
+    return shares
 
 
-def _score(estimate: Estimate) -> Score:
-    return Score(estimate, estimate.stat(metric_range(METRIC)))
+def _score(shares: list[Share]) -> Score:
+    """The weighted sum of the shares, its interval cut to [0, the weighted sum of the ceilings]."""
+    estimate = weighted_sum([part for part, _ in shares])
+    return Score(estimate, estimate.stat((0.0, math.fsum(part.weight * high for part, high in shares))))
 
 
 def build_scores(board: Leaderboard) -> Scores | None:
@@ -176,23 +189,22 @@ def build_scores(board: Leaderboard) -> Scores | None:
     rows = [r for r in board.rows if any(board.cell(c, r) is not None for c in ladder_columns)]
     cells: dict[tuple[str, str], Score] = {}
     for row in rows:
-        overall: list[Part] = []
+        overall: list[Share] = []
         missing = []
         for ladder in ladders:
-            parts = _parts(board, ladder, row)
-            if parts is False:
+            shares = _shares(board, ladder, row)
+            if shares is False:
                 cells[ladder.task, row.key] = Score(not_applicable=True)
-            elif parts:
-                cells[ladder.task, row.key] = _score(weighted_sum(parts))
+            elif shares:
+                cells[ladder.task, row.key] = _score(shares)
             if ladder.pitfall:
                 continue
-            if parts:
-                overall += [Part(p.weight / len(families), p.values, p.eval_var) for p in parts]
+            if shares:
+                overall += [(Part(p.weight / len(families), p.values, p.eval_var), high) for p, high in shares]
             else:
                 missing.append(ladder.task)
         if families:
-            cells[OVERALL, row.key] = (_score(weighted_sum(overall)) if not missing else
-                                       Score(missing=tuple(missing)))
+            cells[OVERALL, row.key] = _score(overall) if not missing else Score(missing=tuple(missing))
     scores = Scores(families, pitfalls, _ordered(rows, cells), cells, {r.key: family(r, board) for r in rows})
     for column in scores.columns:
         _mark_best(scores, column)

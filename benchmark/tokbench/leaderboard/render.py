@@ -20,7 +20,7 @@ from tabulate import LATEX_ESCAPE_RULES, tabulate
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, Leaderboard, Section, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
-from tokbench.leaderboard.scores import OVERALL, Scores, build_scores
+from tokbench.leaderboard.scores import OVERALL, Score, Scores, build_scores
 from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
                                         number_text, score_table, training_table)
@@ -256,6 +256,10 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
     }
 
 
+def _score_json(score: Score) -> dict[str, Any]:
+    return {"score": _stat_json(score.stat), "best": score.best, "not_applicable": score.not_applicable}
+
+
 def _scores_json(scores: Scores) -> dict[str, Any]:
     """The score table for machines: ladders with their rungs, then each model's score per column."""
     return {
@@ -264,8 +268,7 @@ def _scores_json(scores: Scores) -> dict[str, Any]:
                                for r in lad.rungs]} for lad in scores.ladders],
         "columns": scores.columns,
         "rows": [{"model": row.slug, "label": row.label, "family": scores.family[row.key], "oracle": row.oracle,
-                  "scores": {column: {"score": _stat_json(s.stat), "best": s.best, "not_applicable": s.not_applicable}
-                             for column in scores.columns if (s := scores.score(column, row))}}
+                  "scores": {column: _score_json(scores.score(column, row)) for column in scores.columns}}
                  for row in scores.rows],
         "claims": notes.score_claims(scores),
     }

@@ -3,8 +3,9 @@
 A record from a ladder block of a suite carries ``ladder = {rung, rungs, axes}``; a
 task's ladder is the set of its columns whose records carry it, rung 0 the easiest.
 A model configuration (a row) has a family score on a ladder when it has at least one
-successful seed at every rung (a rung no record reached leaves every row without one): the mean over rungs of its mean normalised accuracy
-(accuracy / Bayes optimum), rungs weighted equally. Its overall score is the mean of
+successful seed at every rung (a rung no record reached leaves every row without one):
+the mean over rungs of its mean normalised accuracy (accuracy / Bayes optimum), rungs
+weighted equally. Its overall score is the mean of
 its family scores over the non-pitfall families, each weighted equally, and exists
 only when it has a score in every one of them. A pitfall family (a record's
 ``meta.task_pitfall``) is scored on its own and never enters the overall score.
@@ -51,7 +52,7 @@ class Ladder:
 
     @property
     def axes(self) -> list[str]:
-        return list(self.rungs[0].axes) if self.rungs else []
+        return next((list(rung.axes) for rung in self.rungs if rung.axes), [])
 
     @property
     def title(self) -> str:

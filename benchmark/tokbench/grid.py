@@ -273,13 +273,36 @@ def _block_ladders(suite: Suite, block: GridBlock, specs: Mapping[str, TaskSpec]
     return rungs
 
 
+def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, ModelSpec],
+                        registered: Mapping[str, Any]) -> None:
+    """A ``[grid.train.NAME]`` table must name (or match) a model of the block, like ``[grid.model.NAME]``."""
+    for name, table in block.train.items():
+        if not isinstance(table, dict) or any(fnmatch.fnmatchcase(model, name) for model in specs):
+            continue
+        where = suite.where("grid", block.index, "train", name)
+        if name in registered:
+            if any(fnmatch.fnmatchcase(name, skip) for skip in block.skip_models):
+                continue
+            raise UsageError(f"{where}: [grid.train.{name}] names a model that this block does not select")
+        if any(map(is_pattern, block.models)):
+            continue  # a plugin that a pattern block tolerates being absent
+        raise UsageError(f"{where}: [grid.train.{name}] matches no model of this block" if is_pattern(name)
+                         else f"{where}: {unknown_name('model', name, registered)}")
+
+
 def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec) -> Recipe:
     recipe = model.recipe
     if suite.max_steps is not None and recipe.steps > suite.max_steps:
-        recipe = recipe.override({"steps": suite.max_steps})
-    for key, value in block.train.items():
-        _located(suite.where("grid", block.index, "train", key), lambda: recipe.override({key: value}))
-    recipe = recipe.override(block.train)
+        # the schedule keeps its shape: the warm-up shrinks with the steps (50 of 1000 -> 5 of 100)
+        warmup = round(recipe.warmup_steps * suite.max_steps / recipe.steps)
+        recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": warmup})
+    every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
+    own = [(name, table) for name, table in block.train.items()
+           if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name)]
+    for path, given in [((), every), *(((name,), table) for name, table in own)]:
+        for key, value in given.items():
+            _located(suite.where("grid", block.index, "train", *path, key), lambda: recipe.override({key: value}))
+        recipe = recipe.override(given)
     if block.sweep and model.trained:
         recipe = _located(suite.where("grid", block.index, "sweep"), lambda: _swept(recipe, block.sweep))
     return recipe
@@ -290,7 +313,7 @@ def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]]) -> Recipe:
     ``wd_grid`` = the listed weight decays, unless the optimizer takes none (ngd)."""
     given: dict[str, Any] = {}
     if "lr_factors" in sweep:
-        given["lr_grid"] = [recipe.lr * factor for factor in sweep["lr_factors"]]
+        given["lr_grid"] = [float(f"{recipe.lr * factor:.12g}") for factor in sweep["lr_factors"]]  # 0.009, not ...01
     if "weight_decay" in sweep and recipe.takes_weight_decay:
         given["wd_grid"] = list(sweep["weight_decay"])
     return recipe.override(given)
@@ -327,6 +350,7 @@ def expand(
         model_given = _block_params(suite, block, "model", model_specs, registry.models)
         block_seeds = range(seeds) if seeds is not None else block.seeds
         ladders = _block_ladders(suite, block, task_specs, registry.tasks, task_given)
+        _check_train_tables(suite, block, model_specs, registry.models)
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)

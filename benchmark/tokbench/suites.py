@@ -51,7 +51,8 @@ class GridBlock:
     ``skip_tasks``/``skip_models`` (names or patterns) take members back out, so a
     ``"*"`` block can leave to another block the models it trains differently;
     ``task_params``/``model_params`` map a name, or ``"*"`` for every member of the
-    block that declares the key, to parameter values; ``train`` overrides the recipe.
+    block that declares the key, to parameter values; ``train`` overrides the recipe of every model
+    of the block, and its tables (``[grid.train.mamba]``, a name or pattern) that of the models they name.
     ``ladders`` map a task name to its ladder: difficulty parameters, each with one value per
     rung (all lists of one task the same length, easiest rung first); the block trains every rung.
     ``sweep`` is a validation-selected sweep for every model of the block, relative to its own
@@ -292,7 +293,11 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             raise check.fail(path + ("train",),
                              "train must be a table of recipe overrides, e.g. [grid.train] steps = 100")
         for key, item in train.items():
-            check.value(item, path + ("train", key))
+            if isinstance(item, dict):  # [grid.train.NAME]: overrides for one model (a name or a pattern)
+                for sub, value in item.items():
+                    check.value(value, path + ("train", key, sub))
+            else:
+                check.value(item, path + ("train", key))
         blocks.append(GridBlock(
             index=index,
             tasks=check.names(block["tasks"], path + ("tasks",)),

@@ -253,7 +253,8 @@ def test_shards_partition_the_grid_whatever_the_order():
     shards = [shard(pairings, i, 3) for i in range(3)]
     hashes = [{p.config_hash for p in s} for s in shards]
     assert sum(map(len, hashes)) == len(pairings) == len(set().union(*hashes))
-    assert max(map(len, hashes)) - min(map(len, hashes)) <= 1
+    cells = [{p.variant.hashes(0) for p in s} for s in shards]
+    assert max(map(len, cells)) - min(map(len, cells)) <= 1 and not cells[0] & cells[1]  # whole cells, balanced
     assert {p.config_hash for p in shard(list(reversed(pairings)), 1, 3)} == hashes[1]
 
 

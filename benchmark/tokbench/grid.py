@@ -407,10 +407,13 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard(pairings: Sequence[Pairing], index: int, count: int) -> list[Pairing]:
-    """A deterministic 1/count of the grid: round robin over the pairings sorted by config hash.
+    """A deterministic 1/count of the grid: round robin over its cells (a pairing without its seed) sorted by
+    their hash, so that every seed of a cell lands in the same shard.
 
     The assignment depends only on the set of pairings, never on the order of the
-    suite's blocks, and every pairing belongs to exactly one shard.
+    suite's blocks, and every pairing belongs to exactly one shard. Keeping a cell whole
+    is what lets adaptive seeding (``--target-ci``) decide in a shard exactly as in one run.
     """
-    keep = {p.config_hash for p in sorted(pairings, key=lambda p: p.config_hash)[index::count]}
-    return [p for p in pairings if p.config_hash in keep]
+    cells = sorted({p.variant.hashes(0) for p in pairings})
+    keep = set(cells[index::count])
+    return [p for p in pairings if p.variant.hashes(0) in keep]

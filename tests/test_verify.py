@@ -101,8 +101,9 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, args, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_published_paper_records_verify(monkeypatch, capsys):
-    """The CI check of the published numbers: a fixed sample of 5 paper records retrains and agrees."""
+@pytest.mark.parametrize("section", ["paper", "tokbench"])
+def test_published_records_verify(section, monkeypatch, capsys):
+    """The CI check of the published numbers: a fixed sample of 5 records of each section retrains and agrees."""
     monkeypatch.chdir(ROOT)
-    assert main(["verify", "leaderboard/records/paper", "--sample", "5"]) == 0, capsys.readouterr()
+    assert main(["verify", f"leaderboard/records/{section}", "--sample", "5"]) == 0, capsys.readouterr()
     assert provenance(None)["cpu"]

@@ -60,3 +60,20 @@ def test_published_findings_make_no_forbidden_claim(monkeypatch):
                     assert comparison.verdict is None, cell.row.label
             if cell.accuracy is not None:
                 assert 0.0 <= cell.accuracy.low <= cell.accuracy.mean <= cell.accuracy.high <= 1.0
+
+
+def test_published_default_section_trains_every_installed_model_on_every_task():
+    """The default section is a full run of the default suite: each of its planned pairings (seeds 0-2, which
+    every block runs) has a published record that trained, or says why the model does not apply."""
+    from tokbench.grid import expand
+    from tokbench.plugins import registry
+    from tokbench.results import load_records
+    from tokbench.suites import load_suite
+
+    published = load_records(PUBLISHED / RECORDS_DIR / "default").records
+    planned = [p for p in expand(load_suite("default"), registry()) if p.seed < 3]
+    missing = [p.filename for p in planned
+               if published.get(p.config_hash, {}).get("status") not in ("ok", "not_applicable")]
+    assert not missing, f"{len(missing)} planned pairings lack a trained record, e.g. {missing[:3]}"
+    models = {p.model_spec.name for p in planned}
+    assert {"transformer-2l", "linear-attention", "gru", "lstm", "mlp", "mamba"} <= models

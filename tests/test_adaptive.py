@@ -11,6 +11,7 @@ from tokbench import adaptive
 from tokbench.cli import main
 from tokbench.errors import UsageError
 from tokbench.grid import expand
+from tokbench.leaderboard import stats
 from tokbench.leaderboard.aggregate import Section
 from tokbench.leaderboard.publish import regenerate_commands
 from tokbench.plugins import registry
@@ -57,10 +58,23 @@ def test_a_tight_cell_stops_and_a_spread_one_asks_for_the_seeds_its_spread_needs
     tight, wide = decisions["last-token"], decisions["uniform"]
     assert tight.stopped == adaptive.REACHED and tight.half_width <= 0.02 and tight.more == 0
     assert wide.stopped is None and wide.half_width > 0.2
-    assert wide.more == min(math.ceil(3 * (wide.half_width / 0.02) ** 2), 20) - 3 == 17
+    assert wide.more == 17  # a spread of 0.1 needs ~100 seeds for +-0.02: the cap of 20 runs
+
     assert [p.seed for p in adaptive.more_seeds(wide)][:3] == [3, 4, 5]
     capped = adaptive.decide(grid, records, adaptive.Target(0.02, 3))
     assert {d.stopped for d in capped} == {adaptive.REACHED, adaptive.CAPPED}
+
+
+def test_the_seeds_asked_for_account_for_the_t_quantile_falling_with_n():
+    """Three seeds with a spread of 0.012: t(2) = 4.30 puts the half-width at 0.030. Scaling that width by
+    sqrt(n / n') would ask for 7 seeds; with t(n' - 1) the same spread reaches +-0.02 at 4 (3.18 * 0.012 / sqrt 4)."""
+    values = [0.80, 0.812, 0.788]
+    assert stats.seeds_needed(values, 0.0, 0.02, 20) == 4
+    assert math.ceil(3 * (stats.summarise(values).width / 2 / 0.02) ** 2) == 7
+    # the evaluation sets' own error is a floor: 0.16 / 1000 per seed needs n >= 1.96^2 * 0.16e-3 / 0.02^2 = 1.5
+    assert stats.seeds_needed([0.8, 0.8, 0.8], 0.16 / 1000, 0.02, 20) == 4  # more than the 3 it has
+    assert stats.seeds_needed([0.8, 0.8, 0.8], 0.16 / 100, 0.02, 20) == 16  # 1.96^2 * 0.0016 / 0.0004 = 15.4
+    assert stats.seeds_needed([0.3, 0.5, 0.4], 0.0, 0.02, 20) == 20 and stats.seeds_needed([0.5], 0.0, 0.02, 20) == 2
 
 
 def test_targets_are_checked():

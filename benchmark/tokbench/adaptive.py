@@ -3,9 +3,9 @@
 A cell is one pairing without its seed (task and model configurations and
 recipe). After each round, every cell's accuracy interval is computed exactly as
 the leaderboard computes it (:mod:`tokbench.leaderboard.stats`); a cell whose
-half-width is above the target gets more seeds, as many as the current spread
-suggests (the half-width shrinks like 1/sqrt(n)), never beyond ``max_seeds``
-runs in all. When a cell stops, each of its records says why under
+half-width is above the target gets more seeds, as many as its current spread
+predicts it needs (:func:`~tokbench.leaderboard.stats.seeds_needed`), never beyond
+``max_seeds`` runs in all. When a cell stops, each of its records says why under
 ``"adaptive"``: ``{"target_ci", "max_seeds", "half_width", "seeds", "stopped"}``
 with ``stopped`` one of ``"target reached"``, ``"max seeds"`` or ``"all runs failed"``.
 """
@@ -69,6 +69,7 @@ class Decision:
 def decide(pairings: Sequence[Pairing], records: Mapping[str, Record], goal: Target) -> list[Decision]:
     """One decision per cell of ``pairings`` (all of which have a record in ``records``, by config hash)."""
     from tokbench.leaderboard.aggregate import build
+    from tokbench.leaderboard.stats import seeds_needed
 
     board = build([records[p.config_hash] for p in pairings])
     by_hash = {p.config_hash: p for p in pairings}
@@ -87,10 +88,10 @@ def decide(pairings: Sequence[Pairing], records: Mapping[str, Record], goal: Tar
         elif len(runs) >= goal.max_seeds:
             decisions.append(Decision(cell_pairings, 0, CAPPED, half))
         else:
-            # The half-width shrinks like 1/sqrt(n): ask for the seeds that would reach the target, at least one.
-            wanted = len(runs) + 1 if half is None else math.ceil(len(runs) * (half / goal.half_width) ** 2)
-            decisions.append(Decision(cell_pairings, min(max(wanted, len(runs) + 1), goal.max_seeds) - len(runs),
-                                      None, half))
+            # Ask for the seeds the current spread predicts (failed runs count towards the cap, not the interval).
+            wanted = seeds_needed(cell.values("accuracy"), cell.eval_var("accuracy"), goal.half_width,
+                                  goal.max_seeds - len(runs) + len(cell.ok))
+            decisions.append(Decision(cell_pairings, max(wanted - len(cell.ok), 1), None, half))
     return decisions
 
 

@@ -290,31 +290,38 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
-def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec) -> Recipe:
+def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line: Mapping[str, Any]) -> Recipe:
+    """``model``'s recipe in ``block``: its default, capped by the suite's ``[budget]`` unless steps are given
+    explicitly; the block's ``[grid.train]`` keys, then its table for the model; ``--set`` (``command_line``);
+    and last the block's sweep, on the axes that ``--set`` leaves alone."""
+    every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
+    tables = [((), every), *(((name,), table) for name, table in block.train.items()
+                             if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name))]
+    explicit_steps = "steps" in command_line or any("steps" in given for _, given in tables)
     recipe = model.recipe
-    if suite.max_steps is not None and recipe.steps > suite.max_steps:
+    if suite.max_steps is not None and recipe.steps > suite.max_steps and not explicit_steps:
         # the schedule keeps its shape: the warm-up shrinks with the steps (50 of 1000 -> 5 of 100)
         warmup = round(recipe.warmup_steps * suite.max_steps / recipe.steps)
         recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": warmup})
-    every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
-    own = [(name, table) for name, table in block.train.items()
-           if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name)]
-    for path, given in [((), every), *(((name,), table) for name, table in own)]:
+    for path, given in tables:
         for key, value in given.items():
             _located(suite.where("grid", block.index, "train", *path, key), lambda: recipe.override({key: value}))
         recipe = recipe.override(given)
+    recipe = recipe.override(command_line)
     if block.sweep and model.trained:
-        recipe = _located(suite.where("grid", block.index, "sweep"), lambda: _swept(recipe, block.sweep))
+        recipe = _located(suite.where("grid", block.index, "sweep"),
+                          lambda: _swept(recipe, block.sweep, command_line))
     return recipe
 
 
-def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]]) -> Recipe:
+def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]], command_line: Mapping[str, Any]) -> Recipe:
     """``recipe`` with the block's relative sweep as absolute grids: ``lr_grid`` = its lr times each factor,
-    ``wd_grid`` = the listed weight decays, unless the optimizer takes none (ngd)."""
+    ``wd_grid`` = the listed weight decays unless the optimizer takes none (ngd); a grid given on the
+    command line is kept."""
     given: dict[str, Any] = {}
-    if "lr_factors" in sweep:
+    if "lr_factors" in sweep and "lr_grid" not in command_line:
         given["lr_grid"] = [float(f"{recipe.lr * factor:.12g}") for factor in sweep["lr_factors"]]  # 0.009, not ...01
-    if "weight_decay" in sweep and recipe.takes_weight_decay:
+    if "weight_decay" in sweep and recipe.takes_weight_decay and "wd_grid" not in command_line:
         given["wd_grid"] = list(sweep["weight_decay"])
     return recipe.override(given)
 
@@ -355,7 +362,7 @@ def expand(
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)
                 model_params = model.resolve(model_given[model.name] | set_model)
-                recipe = _block_recipe(suite, block, model).override(set_train)
+                recipe = _block_recipe(suite, block, model, set_train)
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):
                     if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
                         raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "

@@ -170,13 +170,15 @@ def score_table(scores: Scores) -> Table:
                      *(Measure(s.stat, s.best, not_applicable=s.not_applicable) for s in cells)])
     notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
              + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
+    without: dict[str, list[str]] = {}  # one note per reason, naming every model it applies to
     for row in scores.rows:
         missing = scores.score(OVERALL, row).missing
         na = [t for t in missing if scores.score(t, row).not_applicable]
         why = [*([f"n/a on {', '.join(na)}"] if na else []),
                *([f"no score on {', '.join(t for t in missing if t not in na)}"] if len(na) < len(missing) else [])]
         if why:
-            notes.append(f"{OVERALL}: none for {row_header(row)} ({'; '.join(why)})")
+            without.setdefault("; ".join(why), []).append(row_header(row))
+    notes += [f"{OVERALL}: none for {', '.join(models)} ({why})" for why, models in without.items()]
     return Table("Scores", ["model", "family", *(scores.title(c) for c in scores.columns)], rows, notes)
 
 

@@ -75,30 +75,65 @@ def document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] 
             level = 3
         blocks += _board(section.board, (images or {}).get(section.name, ()), brief, level, details)
     if not brief:
-        boards = [s.board for s in sections]
-        blocks += [
-            Heading("Tasks", 2),
-            Bullets(_descriptions([(c.task, c.version, c.description, c.citation) for b in boards for c in b.columns])),
-            Heading("Models", 2),
-            Paragraph("A description states the model's defaults; a row's label names the parameters it changes, "
-                      "and its configuration (parameters and recipe) says what it ran."),
-            Bullets(_descriptions([(r.model, r.version, r.description, r.citation) for b in boards for r in b.rows])),
-        ]
+        blocks += ([Heading("Tasks and models", 2), Paragraph(f"What each task and model is, with its citation: see "
+                                                               f"{details}.")]
+                   if details else _descriptions_of(sections))
     if commands:
         blocks += [Heading("Regenerate", 2), Code(list(commands))]
     return blocks
 
 
-def details_document(sections: Sequence[Section]) -> list[Block]:
-    """Per section: each row's parameters and recipe, then every metric of every model, one table per task."""
+def _descriptions_of(sections: Sequence[Section]) -> list[Block]:
+    """Every task and every model of the sections, each described once."""
+    boards = [s.board for s in sections]
+    return [
+        Heading("Tasks", 2),
+        Bullets(_descriptions([(c.task, c.version, c.description, c.citation) for b in boards for c in b.columns])),
+        Heading("Models", 2),
+        Paragraph("A description states the model's defaults; a row's label names the parameters it changes, "
+                  "and its configuration (parameters and recipe) says what it ran."),
+        Bullets(_descriptions([(r.model, r.version, r.description, r.citation) for b in boards for r in b.rows])),
+    ]
+
+
+def details_document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] | None = None
+                     ) -> list[Block]:
+    """Per section: each row's parameters and recipe, then every metric of every model, one table per task; then
+    every task and model description.
+
+    A section with scores also gets here what its README part leaves out to stay short: the
+    accuracy table of every rung, the findings and the per-rung plots (``images``).
+    """
     blocks: list[Block] = [Heading(f"{TITLE}: details", 1)]
     for section in sections:
         level = 2
         if section.name:
             blocks.append(Heading(section.name, 2))
             level = 3
+        if build_scores(section.board) is not None:
+            blocks += _results(section.board, level)
+            if plots := [i for i in (images or {}).get(section.name, ()) if not i.leads]:
+                blocks += [Heading("Plots", level), *plots]
         blocks += _details(section.board, level)
-    return blocks
+    return blocks + _descriptions_of(sections)
+
+
+def _results(board: Leaderboard, level: int) -> list[Block]:
+    """The accuracy table, the table of tasks scored on their training split, and the findings."""
+    blocks: list[Block] = []
+    if (accuracy := main_table(board)) is not None:
+        blocks += [Heading("Accuracy", level),
+                   Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
+                             "learned model of each column and those shown equivalent to it; oracles are marked "
+                             "and never bold. Task parameters:"),
+                   accuracy]
+    if (training := training_table(board)) is not None:
+        blocks += [Heading("Scored on the training split", level),
+                   Paragraph("These tasks measure what training finds on the sample it trains on (fitting the "
+                             "sample can exceed the distribution's optimum), so they have their own metrics and "
+                             "no Bayes optimum. Task parameters:"),
+                   training]
+    return blocks + [Heading("Findings", level), Bullets(notes.findings(board))]
 
 
 def _details(board: Leaderboard, level: int) -> list[Block]:
@@ -115,24 +150,19 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
 def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
     failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
     blocks: list[Block] = []
-    if (scores := build_scores(board)) is not None:
+    scores = build_scores(board)
+    if scores is not None:
         # A suite's ladders lead their section: the scores, their claims and the ladder plots.
         claims = notes.score_claims(scores)
         blocks += [Heading("Scores", level), Paragraph(notes.score_method()), score_table(scores),
                    *([Bullets(claims)] if claims else []), *(i for i in images if i.leads)]
-    if (accuracy := main_table(board)) is not None:
-        blocks += [Heading("Accuracy", level),
-                   Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
-                             "learned model of each column and those shown equivalent to it; oracles are marked "
-                             "and never bold. Task parameters:"),
-                   accuracy]
-    if (training := training_table(board)) is not None:
-        blocks += [Heading("Scored on the training split", level),
-                   Paragraph("These tasks measure what training finds on the sample it trains on (fitting the "
-                             "sample can exceed the distribution's optimum), so they have their own metrics and "
-                             "no Bayes optimum. Task parameters:"),
-                   training]
-    blocks += [Heading("Findings", level), Bullets(notes.findings(board))]
+    # A document with a details file keeps a scored section short: its rungs' tables, findings and plots go there.
+    deferred = scores is not None and details is not None and not brief
+    if deferred:
+        blocks.append(Paragraph(f"The accuracy of every model at every rung, the findings per rung and the "
+                                f"per-rung plots: see {details}."))
+    else:
+        blocks += _results(board, level)
     if brief:
         return blocks + failures
     blocks += [
@@ -145,7 +175,7 @@ def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int,
                                 f"seeds, steps and time: see {details}."))
     else:
         blocks += _details(board, level + 1)
-    if plots := [i for i in images if not i.leads]:
+    if (plots := [i for i in images if not i.leads]) and not deferred:
         blocks += [Heading("Plots", level), *plots]
     return blocks + failures
 

@@ -109,7 +109,7 @@ def published_texts(sections: Sequence[Section], out: Path) -> dict[str, str]:
     images = {name: [plot.image for plot in plots] for name, plots in plot_plans(sections).items()}
     commands = regenerate_commands(sections, out)
     texts = {name: render(sections, fmt, images, commands, DETAILS_FILE) for fmt, name in FILES.items()}
-    return {**texts, DETAILS_FILE: to_markdown(details_document(sections))}
+    return {**texts, DETAILS_FILE: to_markdown(details_document(sections, images))}
 
 
 def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list[Path]:

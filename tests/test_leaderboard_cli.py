@@ -72,8 +72,11 @@ def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path
     assert len(list((out / "records" / "default").glob("*.json"))) == 3
     assert {p.name for p in (out / "plots").glob("*heatmap.png")} == {"paper-heatmap.png", "default-heatmap.png"}
     readme = (out / "README.md").read_text()
-    sections = ["Method", "paper", "default", "Tasks", "Models", "Regenerate"]
-    assert re.findall(r"^## (\w+)$", readme, flags=re.M) == sections
+    sections = ["Method", "paper", "default", "Tasks and models", "Regenerate"]
+    assert re.findall(r"^## (\w[\w ]*)$", readme, flags=re.M) == sections
+    # the README stays short: findings, plots, detail tables and descriptions are in details.md
+    details = (out / "details.md").read_text()
+    assert "#### Findings" not in readme and details.count("### Findings") == 2 and "## Models" in details
     assert f"tokbench run --suite paper --out {out.as_posix()}/records/paper" in readme
 
 

@@ -57,7 +57,8 @@ def document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] 
 
     ``images`` maps a section name to its plots. ``brief`` keeps the main table, the
     findings and the failures (for the terminal). ``details`` names a separate document
-    holding the per-task detail tables (:func:`details_document`) instead of including them.
+    (:func:`details_document`) that holds the findings, plots, per-task tables and
+    descriptions instead, so that the published README stays short.
     """
     records = sum(s.board.record_count() for s in sections)
     failed = sum(len(s.board.failed()) for s in sections)
@@ -98,12 +99,9 @@ def _descriptions_of(sections: Sequence[Section]) -> list[Block]:
 
 def details_document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] | None = None
                      ) -> list[Block]:
-    """Per section: each row's parameters and recipe, then every metric of every model, one table per task; then
-    every task and model description.
-
-    A section with scores also gets here what its README part leaves out to stay short: the
-    accuracy table of every rung, the findings and the per-rung plots (``images``).
-    """
+    """What the published README leaves out to stay short, per section: the tables of a scored section (every
+    rung), the findings, the plots (``images``), each row's parameters and recipe and every metric of every model,
+    one table per task; then every task and model description."""
     blocks: list[Block] = [Heading(f"{TITLE}: details", 1)]
     for section in sections:
         level = 2
@@ -111,15 +109,16 @@ def details_document(sections: Sequence[Section], images: Mapping[str, Sequence[
             blocks.append(Heading(section.name, 2))
             level = 3
         if build_scores(section.board) is not None:
-            blocks += _results(section.board, level)
-            if plots := [i for i in (images or {}).get(section.name, ()) if not i.leads]:
-                blocks += [Heading("Plots", level), *plots]
+            blocks += _tables(section.board, level)
+        blocks += [Heading("Findings", level), Bullets(notes.findings(section.board))]
+        if plots := [i for i in (images or {}).get(section.name, ()) if not i.leads]:
+            blocks += [Heading("Plots", level), *plots]
         blocks += _details(section.board, level)
     return blocks + _descriptions_of(sections)
 
 
-def _results(board: Leaderboard, level: int) -> list[Block]:
-    """The accuracy table, the table of tasks scored on their training split, and the findings."""
+def _tables(board: Leaderboard, level: int) -> list[Block]:
+    """The accuracy table and the table of tasks scored on their training split."""
     blocks: list[Block] = []
     if (accuracy := main_table(board)) is not None:
         blocks += [Heading("Accuracy", level),
@@ -133,7 +132,7 @@ def _results(board: Leaderboard, level: int) -> list[Block]:
                              "sample can exceed the distribution's optimum), so they have their own metrics and "
                              "no Bayes optimum. Task parameters:"),
                    training]
-    return blocks + [Heading("Findings", level), Bullets(notes.findings(board))]
+    return blocks
 
 
 def _details(board: Leaderboard, level: int) -> list[Block]:
@@ -148,6 +147,8 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
 
 
 def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
+    """A section. With a ``details`` file (the published README), the findings, the plots and the per-task
+    tables go there, and so do a scored section's per-rung tables: the README keeps what leads."""
     failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
     blocks: list[Block] = []
     scores = build_scores(board)
@@ -156,27 +157,24 @@ def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int,
         claims = notes.score_claims(scores)
         blocks += [Heading("Scores", level), Paragraph(notes.score_method()), score_table(scores),
                    *([Bullets(claims)] if claims else []), *(i for i in images if i.leads)]
-    # A document with a details file keeps a scored section short: its rungs' tables, findings and plots go there.
-    deferred = scores is not None and details is not None and not brief
-    if deferred:
-        blocks.append(Paragraph(f"The accuracy of every model at every rung, the findings per rung and the "
-                                f"per-rung plots: see {details}."))
-    else:
-        blocks += _results(board, level)
+    linked = details is not None and not brief
+    if not (linked and scores is not None):
+        blocks += _tables(board, level)
+    if not linked:
+        blocks += [Heading("Findings", level), Bullets(notes.findings(board))]
     if brief:
         return blocks + failures
-    blocks += [
-        Heading("Protocol", level),
-        Bullets(notes.protocol(board)),
-        Heading("Details per task", level),
-    ]
-    if details:
-        blocks.append(Paragraph(f"The parameters and recipe of every row, and every metric of every model with "
-                                f"seeds, steps and time: see {details}."))
+    blocks += [Heading("Protocol", level), Bullets(notes.protocol(board))]
+    if linked:
+        rungs = "the accuracy of every model at every rung, " if scores is not None else ""
+        blocks += [Heading("Findings, plots and details", level),
+                   Paragraph(f"In {details}: {rungs}the findings (the claims the statistics support, cell by "
+                             "cell), the plots, the parameters and recipe of every row, and every metric of every "
+                             "model with seeds, steps and time.")]
     else:
-        blocks += _details(board, level + 1)
-    if (plots := [i for i in images if not i.leads]) and not deferred:
-        blocks += [Heading("Plots", level), *plots]
+        blocks += [Heading("Details per task", level), *_details(board, level + 1)]
+        if plots := [i for i in images if not i.leads]:
+            blocks += [Heading("Plots", level), *plots]
     return blocks + failures
 
 

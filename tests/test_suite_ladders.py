@@ -194,6 +194,24 @@ def test_the_sweep_leaves_untrained_models_and_their_hashes_alone():
     assert swept["attn-nope"].config_hash != plain["attn-nope"].config_hash
 
 
+SWEPT = MODELS + "[grid.sweep]\nlr_factors = [1.0, 3.0]\nweight_decay = [0.0, 0.1]\n"
+
+
+# --set wins over the suite (grid.py's precedence), so a relative sweep is taken around the recipe it leaves.
+def test_set_train_lr_moves_the_relative_sweep():
+    explicit = by_model(grid(SWEPT, settings=parse_settings(["train.lr_grid=0.1,0.2"])))["attn-nope"]
+    assert explicit.recipe.lr_grid == (0.1, 0.2)
+    moved = by_model(grid(SWEPT, settings=parse_settings(["train.lr=0.5"])))["attn-nope"]
+    assert [candidate.lr for candidate in moved.recipe.candidates()][::2] == [0.5, 1.5]
+
+
+def test_set_train_optimizer_decides_whether_weight_decay_is_swept():
+    to_adam = grid(SWEPT, models=["attn-paper-b"], settings=parse_settings(["train.optimizer=adam"]))
+    assert [p.recipe.wd_grid for p in to_adam] == [(0.0, 0.1)]
+    to_ngd = grid(SWEPT, models=["attn-nope"], settings=parse_settings(["train.optimizer=ngd"]))
+    assert [p.recipe.wd_grid for p in to_ngd] == [()]
+
+
 @pytest.mark.parametrize("sweep, message", [
     ("lr_factors = []", r"lr_factors must be a non-empty list of numbers > 0, got \[\]"),
     ("lr_factors = [1.0, -3.0]", r"lr_factors must be a non-empty list of numbers > 0"),

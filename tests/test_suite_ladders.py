@@ -13,7 +13,7 @@ from tokbench.outcome import Outcome, record_of
 from tokbench.params import Param
 from tokbench.plugins import registry
 from tokbench.results import validate
-from tokbench.specs import TaskSpec
+from tokbench.specs import Recipe, TaskSpec
 from tokbench.suites import SuiteError, load_suite, parse_suite
 
 PUBLISHED = Path(__file__).parents[1] / "leaderboard" / "records"
@@ -284,6 +284,18 @@ def test_the_budget_keeps_the_schedules_shape():
     assert (explicit["transformer"].recipe.steps, explicit["transformer"].recipe.warmup_steps) == (100, 20)
     uncapped = by_model(grid(with_budget(1000, MODELS)))
     assert (uncapped["transformer"].recipe.steps, uncapped["transformer"].recipe.warmup_steps) == (1000, 50)
+
+
+def test_explicit_steps_get_the_same_recipe_with_or_without_a_budget():
+    # explicit steps are not capped (docs/suites.md), so nothing of the cap, its shrunk warm-up included, remains
+    def recipe(text: str, **kwargs) -> Recipe:
+        (pairing,) = grid(text, models=["transformer"], **kwargs)
+        return pairing.recipe
+
+    table = MODELS + "[grid.train.transformer]\nsteps = 1000\n"
+    assert recipe(with_budget(100, table)) == recipe(table)
+    steps = parse_settings(["train.steps=1000"])
+    assert recipe(with_budget(100, MODELS), settings=steps) == recipe(MODELS, settings=steps)
 
 
 # ---- the built-in suites keep their hashes -----------------------------------------------------------------------

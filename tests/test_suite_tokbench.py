@@ -69,6 +69,17 @@ def test_the_suite_ladders_every_builtin_family_on_its_declared_difficulty_axes(
         assert {len(values) for values in ladder.values()} == {3}, task
 
 
+def test_show_task_names_each_familys_difficulty_axes_and_pitfall(capsys):
+    reg = registry()
+    for task in load_suite("tokbench").blocks[0].tasks:
+        assert main(["show", "task", task]) == 0
+        out = " ".join(capsys.readouterr().out.split())  # unwrapped
+        spec = reg.tasks[task]
+        assert f"difficulty axes (what a suite's ladder may vary): {', '.join(spec.difficulty)}" in out, task
+        pitfall = f"pitfall: {' '.join(spec.pitfall.split())}"
+        assert pitfall in out if spec.pitfall else "pitfall:" not in out, task
+
+
 def test_dry_run_shows_one_ladder_per_family_and_plans_every_model_at_every_rung(tmp_path, capsys):
     assert main(["run", "--suite", "tokbench", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-SECTIONS = ("walks", "scc", "grid", "plan", "single", "models")
+SECTIONS = ("walks", "scc", "grid", "plan", "single", "models", "families")
 
 
 def main() -> int:

@@ -1,0 +1,148 @@
+"""The canonical tokbench suite: its plan, and a narrowed run that gives the same records whole, sharded or on Ray."""
+from __future__ import annotations
+
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from tokbench.cli import main
+from tokbench.plugins import registry
+from tokbench.results import load_records, record_schema
+from tokbench.suites import load_suite
+
+# Two families, three models (one trained with the suite's lr sweep, two baselines) at a few steps and small
+# splits: the suite's ladders and adaptive seeding, cheaply. Seeds 0-1 first; the suite's target (+-0.02)
+# is out of reach at 64 test sequences, so adaptive seeding adds a third seed to every cell with a spread.
+NARROW = ["--suite", "tokbench", "--task", "lag-walk", "majority", "--model", "attn-nope", "last-token", "uniform",
+          "--seeds", "2", "--max-seeds", "3", "--set", "train.steps=4", "--set", "train_size=64",
+          "--set", "val_size=32", "--set", "test_size=64", "-q"]
+LADDER_LINE = re.compile(r"^ladder  (\S+): (.+)  \((\d+) rungs x (\d+) models\)$")
+Records = dict[str, dict[str, Any]]
+
+
+def run(*args: str) -> None:
+    assert main(["run", *NARROW, *args]) == 0
+
+
+def records_of(*folders: Path) -> Records:
+    merged: Records = {}
+    for folder in folders:
+        loaded = load_records(folder)
+        assert not loaded.problems and not set(merged) & set(loaded.records)
+        merged.update(loaded.records)
+    return merged
+
+
+def comparable(record: dict[str, Any]) -> dict[str, Any]:
+    """A record without what differs between two runs of the same pairing: where and when it ran, and how long."""
+    train = {k: v for k, v in record["train"].items() if k != "wall_seconds"}
+    return {**{k: v for k, v in record.items() if k != "provenance"}, "train": train}
+
+
+def assert_same_records(ours: Records, reference: Records) -> None:
+    assert set(ours) == set(reference)
+    for key, record in ours.items():
+        assert comparable(record) == comparable(reference[key]), record["config_hash"]
+
+
+@pytest.fixture(scope="module")
+def local_records(tmp_path_factory: pytest.TempPathFactory) -> Records:
+    out = tmp_path_factory.mktemp("local")
+    run("--out", str(out), "--jobs", "2")
+    return records_of(out)
+
+
+# ---- the plan --------------------------------------------------------------------------------------------------
+
+def test_the_suite_ladders_every_builtin_family_on_its_declared_difficulty_axes():
+    reg = registry()
+    (block,) = load_suite("tokbench").blocks
+    builtin = {name for name, spec in reg.tasks.items() if spec.plugin == "tokbench"}
+    assert set(block.tasks) == set(block.ladders) == builtin - {"scc-implicit-bias"}  # scored on its training split
+    for task, ladder in block.ladders.items():
+        assert reg.tasks[task].difficulty and set(ladder) <= set(reg.tasks[task].difficulty), task
+        assert {len(values) for values in ladder.values()} == {3}, task
+
+
+def test_show_task_names_each_familys_difficulty_axes_and_pitfall(capsys):
+    reg = registry()
+    for task in load_suite("tokbench").blocks[0].tasks:
+        assert main(["show", "task", task]) == 0
+        out = " ".join(capsys.readouterr().out.split())  # unwrapped
+        spec = reg.tasks[task]
+        assert f"difficulty axes (what a suite's ladder may vary): {', '.join(spec.difficulty)}" in out, task
+        pitfall = f"pitfall: {' '.join(spec.pitfall.split())}"
+        assert pitfall in out if spec.pitfall else "pitfall:" not in out, task
+
+
+def test_dry_run_shows_one_ladder_per_family_and_plans_every_model_at_every_rung(tmp_path, capsys):
+    assert main(["run", "--suite", "tokbench", "--dry-run", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (block,) = load_suite("tokbench").blocks
+    models = len(registry().models)
+    ladders = {m.group(1): m for m in map(LADDER_LINE.match, lines) if m}
+    assert list(ladders) == list(block.tasks)
+    for task, match in ladders.items():
+        axes = "; ".join(f"{key} {' -> '.join(map(str, values))}" for key, values in block.ladders[task].items())
+        assert (match.group(2), int(match.group(3)), int(match.group(4))) == (axes, 3, models)
+    variants = sum(len(next(iter(ladder.values()))) for ladder in block.ladders.values())
+    pairings = models * variants * len(block.seeds)
+    assert variants == 33 and lines[-1] == f"{pairings} pairings: {pairings} to run, 0 to skip"
+
+
+# ---- a narrowed run, three ways ----------------------------------------------------------------------------------
+
+def test_adaptive_seeding_of_the_narrowed_run_adds_seeds(local_records):
+    cells = Counter((r["task"], r["model"], r["ladder"]["rung"]) for r in local_records.values())
+    assert len(cells) == 2 * 3 * 3 and set(cells.values()) <= {2, 3} and 3 in cells.values()
+    for record in local_records.values():
+        note, seeds = record["adaptive"], cells[record["task"], record["model"], record["ladder"]["rung"]]
+        assert (note["target_ci"], note["max_seeds"], note["seeds"]) == (0.02, 3, seeds)
+        assert note["stopped"] in (("target reached",) if seeds == 2 else ("target reached", "max seeds"))
+
+
+def test_two_shards_give_the_records_of_one_run(local_records, tmp_path):
+    for index in range(2):
+        run("--out", str(tmp_path / f"shard{index}"), "--shard", f"{index}/2", "--jobs", "2")
+    shards = [records_of(tmp_path / f"shard{index}") for index in range(2)]
+    assert all(shards)
+    assert_same_records(records_of(tmp_path / "shard0", tmp_path / "shard1"), local_records)
+    merged = tmp_path / "merged"
+    for index in range(2):
+        shutil.copytree(tmp_path / f"shard{index}", merged, dirs_exist_ok=True)
+    assert_same_records(records_of(merged), local_records)
+
+
+def test_a_two_process_ray_cluster_gives_the_records_of_one_run(local_records, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed; `pip install 'tokbench[ray]'` to test it")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        run("--out", str(tmp_path / "ray"), "--executor", "ray")
+    finally:
+        ray.shutdown()
+    assert_same_records(records_of(tmp_path / "ray"), local_records)
+
+
+def test_records_validate_and_carry_their_rung_and_the_specs_metadata(local_records):
+    reg = registry()
+    validator = Draft202012Validator(record_schema())
+    for record in local_records.values():
+        assert not list(validator.iter_errors(record)), record["config_hash"]
+        task, model = reg.tasks[record["task"]], reg.models[record["model"]]
+        ladder = record["ladder"]
+        assert ladder["rungs"] == 3 and 0 <= ladder["rung"] < 3
+        assert ladder["axes"] == {key: record["params"]["task"][key] for key in ladder["axes"]}
+        assert set(ladder["axes"]) <= set(task.difficulty)
+        meta = record["meta"]
+        assert meta["task_difficulty"] == list(task.difficulty) and meta["task_pitfall"] == task.pitfall
+        assert meta["model_family"] == model.family_name
+    assert {r["meta"]["task_pitfall"] != "" for r in local_records.values() if r["task"] == "majority"} == {True}
+    climbed = {(r["task"], r["ladder"]["rung"]): r["ladder"]["axes"] for r in local_records.values()}
+    ladders = load_suite("tokbench").blocks[0].ladders
+    assert climbed == {(task, i): {key: values[i] for key, values in ladders[task].items()}
+                       for task in ("lag-walk", "majority") for i in range(3)}

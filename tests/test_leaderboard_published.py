@@ -77,3 +77,10 @@ def test_published_default_section_trains_every_installed_model_on_every_task():
     assert not missing, f"{len(missing)} planned pairings lack a trained record, e.g. {missing[:3]}"
     models = {p.model_spec.name for p in planned}
     assert {"transformer-2l", "linear-attention", "gru", "lstm", "mlp", "mamba"} <= models
+
+
+def test_published_readme_stays_short():
+    """The README leads with what a reader needs; findings, plots, per-task tables and descriptions are in details.md."""
+    assert len((PUBLISHED / "README.md").read_bytes()) < 40_000
+    assert (PUBLISHED / "README.md").read_text(encoding="utf-8").index("## tokbench") \
+        < (PUBLISHED / "README.md").read_text(encoding="utf-8").index("## paper")  # the benchmark's scores lead

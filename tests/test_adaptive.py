@@ -112,3 +112,21 @@ def test_the_suite_can_set_the_target(tmp_path):
     records = list(load_records(out).records.values())
     assert {r["adaptive"]["stopped"] for r in records} == {adaptive.REACHED}
     assert all(r["adaptive"]["half_width"] <= 0.5 and r["adaptive"]["target_ci"] == 0.5 for r in records)
+
+
+@pytest.mark.parametrize("rerun", ["missing", "failed"])
+def test_an_added_seed_that_failed_is_retried_by_rerun_failed_only(tmp_path, rerun):
+    grid = [p for p in _grid() if p.model_spec.name == "uniform"]
+    spread = {0: 0.3, 1: 0.5, 2: 0.4}
+    records = _records(grid, lambda p: spread.get(p.seed, 0.45))
+    first_extra = adaptive.more_seeds(adaptive.decide(grid, records, adaptive.Target(0.02, 4))[0])[0]
+    failed = record_of(first_extra, Outcome("2026-01-01T00:00:00Z", 0.1, error="RuntimeError: died"), PROVENANCE)
+    trained: list[int] = []
+
+    def train(pairings):
+        trained.extend(p.seed for p in pairings)
+        return _records(pairings, lambda p: 0.45)
+
+    adaptive.run_until(grid, records, {failed["config_hash"]: failed}, adaptive.Target(0.02, 4), train, tmp_path,
+                       rerun)
+    assert trained == ([3] if rerun == "failed" else [])

@@ -124,13 +124,17 @@ def mark_stopped(decisions: Sequence[Decision], records: Mapping[str, Record], g
 
 
 def run_until(pairings: Sequence[Pairing], records: dict[str, Record], existing: Mapping[str, Record], goal: Target,
-              train: Callable[[list[Pairing]], Mapping[str, Record]], out: Path) -> list[Pairing]:
+              train: Callable[[list[Pairing]], Mapping[str, Record]], out: Path, rerun: str = "missing"
+              ) -> list[Pairing]:
     """Add seeds round by round until every cell stops; returns every pairing run (the grid's and the added ones).
 
     ``records`` holds the grid's records by config hash and gains the new ones;
     ``existing`` (the records already in the folder) spares pairings a resumed run has
-    already trained; ``train`` runs a list of pairings and returns their records.
+    already trained, under the same ``rerun`` policy as the grid's own pairings
+    (:func:`tokbench.runner.plan`); ``train`` runs a list of pairings and returns their records.
     """
+    from tokbench.runner import plan
+
     pairings = list(pairings)
     while True:
         decisions = decide(pairings, records, goal)
@@ -138,8 +142,10 @@ def run_until(pairings: Sequence[Pairing], records: dict[str, Record], existing:
         if not extra:
             mark_stopped(decisions, records, goal, out)
             return pairings
-        records.update({p.config_hash: existing[p.config_hash] for p in extra if p.config_hash in existing})
-        todo = [p for p in extra if p.config_hash not in existing]
+        todo = plan(extra, existing, rerun)
+        again = {p.config_hash for p in todo}
+        records.update({p.config_hash: existing[p.config_hash] for p in extra
+                        if p.config_hash in existing and p.config_hash not in again})
         if todo:
             records.update(train(todo))
         pairings += extra

@@ -213,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     if goal is not None:
         grid = adaptive.run_until(grid, finished, loaded.records, goal, lambda more: _train(
             args, more, loaded.records, f"{len(more)} more seeds for cells wider than ±{goal.half_width:g}", console),
-            args.out)
+            args.out, args.rerun)
 
     records = [finished[p.config_hash] for p in grid]
     print_summary(records, console)

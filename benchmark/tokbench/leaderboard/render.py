@@ -98,8 +98,10 @@ tr.pinned td{font-style:italic;background:#fafafa}.best{font-weight:bold}
 img{max-width:100%}pre{background:#f6f6f6;padding:.5rem;overflow:auto}"""
 
 # Click a header to sort its column: descending first, then ascending; blanks always last; the Bayes row stays last.
-_SCRIPT = """document.querySelectorAll("table.sortable th").forEach((th, i) => th.addEventListener("click", () => {
-  const table = th.closest("table"), body = table.tBodies[0], pinned = body.querySelector("tr.pinned");
+# Sort by the header's own column (cellIndex), not its position among every header of the page.
+_SCRIPT = """document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => {
+  const i = th.cellIndex, table = th.closest("table"), body = table.tBodies[0];
+  const pinned = body.querySelector("tr.pinned");
   const down = th.getAttribute("aria-sort") !== "descending";
   table.querySelectorAll("th").forEach(h => h.removeAttribute("aria-sort"));
   th.setAttribute("aria-sort", down ? "descending" : "ascending");

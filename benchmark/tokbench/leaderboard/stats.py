@@ -228,15 +228,20 @@ def compare(values: Sequence[float], reference: Sequence[float], eval_var: float
     verdict = None
     if n >= MIN_SEEDS:
         equivalence = _half_width(differences, eval_var, 1 - 2 * (1 - CONFIDENCE))  # TOST: 90% interval
-        if -margin < centre - equivalence and centre + equivalence < margin:
-            verdict = MATCHES
-        elif centre + half < 0:
-            verdict = BELOW
-        elif centre - half > 0:
-            verdict = ABOVE
-        else:
-            verdict = UNDECIDED
+        verdict = _verdict(centre, half, equivalence, margin)
     return Comparison(centre, centre - half, centre + half, n, verdict)
+
+
+def _verdict(difference: float, half: float, equivalence: float, margin: float) -> str:
+    """``matches`` when the TOST interval (half-width ``equivalence``) lies inside +-``margin``; else ``below`` or
+    ``above`` when the 95% interval (half-width ``half``) excludes 0; else ``undecided``."""
+    if -margin < difference - equivalence and difference + equivalence < margin:
+        return MATCHES
+    if difference + half < 0:
+        return BELOW
+    if difference - half > 0:
+        return ABOVE
+    return UNDECIDED
 
 
 def differs(a: Sequence[float], a_var: float, b: Sequence[float], b_var: float) -> bool | None:
@@ -342,15 +347,7 @@ def compare_scores(a: Estimate, b: Estimate, margin: float = MARGIN) -> Comparis
     half = _welch_half_width(var, terms, CONFIDENCE)
     verdict = None
     if seeds >= MIN_SEEDS:
-        equivalence = _welch_half_width(var, terms, 1 - 2 * (1 - CONFIDENCE))
-        if -margin < difference - equivalence and difference + equivalence < margin:
-            verdict = MATCHES
-        elif difference + half < 0:
-            verdict = BELOW
-        elif difference - half > 0:
-            verdict = ABOVE
-        else:
-            verdict = UNDECIDED
+        verdict = _verdict(difference, half, _welch_half_width(var, terms, 1 - 2 * (1 - CONFIDENCE)), margin)
     return Comparison(difference, difference - half, difference + half, seeds, verdict)
 
 

@@ -1,0 +1,86 @@
+"""Where each task family's learning curve flattens: the budget study behind the ``tokbench`` suite's caps.
+
+    python benchmark/budget/plateau.py benchmark/budget/records [--tolerance 0.02] [--markdown]
+
+Reads run records that carry a ``budget_curve`` (test accuracy at log-spaced step budgets, recorded by the
+harness and never used for any choice), averages each (task, model) curve over seeds, and reports per task
+and model: the accuracy at every budget, the **plateau step** (the first budget from which the mean accuracy
+stays within ``tolerance`` of its final value) and whether the curve was **still rising** at the cap (the last
+budget gained more than ``tolerance`` over the one before). A cap is past a family's plateau when no model of
+that family is still rising at it.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+from pathlib import Path
+from statistics import fmean
+
+from tabulate import tabulate
+
+from tokbench.results import load_records
+
+
+def curves(folder: Path) -> dict[tuple[str, str], dict[int, list[float]]]:
+    """Test accuracy per budget step, one list entry per seed, keyed by (task, model).
+
+    A record that stopped before a budget (its target reached, or a plateau) keeps its final accuracy at
+    every later budget: training had ended, so that is the model it would report there.
+    """
+    by_cell: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
+    for record in load_records(folder).records.values():
+        if record.get("status") == "ok" and record.get("budget_curve"):
+            by_cell[record["task"], record["model"]].append(record["budget_curve"])
+    budgets = sorted({point["step"] for runs in by_cell.values() for run in runs for point in run
+                      if not point.get("final")})
+    table: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for cell, runs in by_cell.items():
+        table[cell] = {step: [_accuracy_at(run, step) for run in runs] for step in budgets}
+    return table
+
+
+def _accuracy_at(run: list[dict], step: int) -> float:
+    reached = [point for point in run if point["step"] <= step]
+    return max(reached, key=lambda point: point["step"])["accuracy"] if reached else float("nan")
+
+
+def plateau(means: dict[int, float], tolerance: float) -> tuple[int, bool]:
+    """``(plateau step, still rising at the cap)`` of one mean curve."""
+    steps = sorted(means)
+    final = means[steps[-1]]
+    first = next(step for step in steps if all(abs(means[later] - final) <= tolerance
+                                               for later in steps if later >= step))
+    rising = len(steps) > 1 and means[steps[-1]] - means[steps[-2]] > tolerance
+    return first, rising
+
+
+def rows(table: dict[tuple[str, str], dict[int, list[float]]], tolerance: float) -> tuple[list[str], list[list]]:
+    steps = sorted({step for cell in table.values() for step in cell})
+    header = ["task", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "still rising"]
+    body = []
+    for (task, model), per_step in sorted(table.items()):
+        means = {step: fmean(values) for step, values in per_step.items()}
+        first, rising = plateau(means, tolerance)
+        seeds = len(next(iter(per_step.values())))
+        body.append([task, model, seeds, *[f"{means[step]:.3f}" for step in steps], first, "yes" if rising else ""])
+    return header, body
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
+    parser.add_argument("--tolerance", type=float, default=0.02, help="accuracy within which a curve is flat")
+    parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
+    args = parser.parse_args()
+    table = curves(args.records)
+    if not table:
+        print(f"error: no ok records with a budget_curve in {args.records}", file=sys.stderr)
+        return 2
+    header, body = rows(table, args.tolerance)
+    print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -146,3 +146,44 @@ def test_every_record_has_chance_and_oracle_on_its_test_sequences():
                                                                     test.labels).mean().item()
     assert result.metrics["chance_accuracy"] == chance_accuracy(test.labels)
     assert result.metrics["chance_accuracy"] < result.metrics["oracle_accuracy"]
+
+
+# ---- records (schema 3) ------------------------------------------------------------------------------------------
+
+def written(result):
+    from tokbench.grid import Pairing
+    from tokbench.outcome import Outcome, record_of
+
+    task, spec = registry().task("random-walk"), registry().model("attn-nope")
+    pairing = Pairing.of(task, spec, task.resolve(), spec.resolve(), spec.recipe, 0)
+    provenance = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
+                  "device": "cpu", "started_at": "2026-01-01T00:00:00Z"}
+    return record_of(pairing, Outcome("2026-01-01T00:00:00Z", 0.1, result=result), provenance)
+
+
+def test_a_record_carries_the_protocols_fields_and_they_are_checked():
+    from tokbench.harness import PairingResult
+    from tokbench.results import validate
+
+    result = PairingResult(
+        metrics={"accuracy": 0.5, "chance_accuracy": 0.2, "oracle_accuracy": 0.9},
+        train={"steps": 300, "max_steps": 3000, "stopped_because": "plateau", "data": "fresh"},
+        budget_curve=[{"step": 100, "accuracy": 0.3}, {"step": 300, "accuracy": 0.5, "final": True}],
+        evaluations=[{"overrides": {"context_length": 16}, "status": "ok", "metrics": {"accuracy": 0.4}},
+                     {"overrides": {"context_length": 32}, "status": "not_applicable", "reason": "learned positions"}])
+    record = written(result)
+    validate(record)
+    assert record["schema_version"] == 3 and record["budget_curve"][-1]["final"] is True
+    assert [e["status"] for e in record["evaluations"]] == ["ok", "not_applicable"]
+    broken = [
+        {**record, "train": {**record["train"], "stopped_because": "bored"}},
+        {**record, "budget_curve": [{"step": 10, "accuracy": 1.5}]},
+        {**record, "evaluations": [{"overrides": {"context_length": 16}, "status": "ok"}]},
+        {**record, "evaluations": [{"overrides": {"context_length": 16}, "status": "not_applicable",
+                                    "metrics": {"accuracy": 0.1}, "reason": "x"}]},
+    ]
+    for bad in broken:
+        with pytest.raises(ValueError):
+            validate(bad)
+    older = {k: v for k, v in record.items() if k not in ("budget_curve", "evaluations")}
+    validate({**older, "schema_version": 2})  # version 2 records still load

@@ -56,13 +56,18 @@ class Variant:
     model_params: dict[str, Any]
     recipe: Recipe
     rung: Rung | None = None
+    evaluate: tuple[dict[str, Any], ...] = ()
 
     @cached_property
-    def params(self) -> dict[str, dict[str, Any]]:
+    def params(self) -> dict[str, Any]:
         """The identity's ``params``. A model that is not trained has no recipe in it (``train`` is
-        ``{}``), so ``--set train.steps=...`` does not change its config hash."""
+        ``{}``), so ``--set train.steps=...`` does not change its config hash. ``evaluate``, the extra
+        evaluation settings (resolved override dicts, in declared order), is there only when there are any."""
         train = self.recipe.to_json() if self.model_spec.trained else {}
-        return {"task": self.task_params, "model": self.model_params, "train": train}
+        params: dict[str, Any] = {"task": self.task_params, "model": self.model_params, "train": train}
+        if self.evaluate:
+            params["evaluate"] = [dict(overrides) for overrides in self.evaluate]
+        return params
 
     @cached_property
     def hashes(self) -> SeedHashes:

@@ -197,7 +197,7 @@ def test_every_recipe_key_is_in_the_config_hash():
     from tokbench.results import config_hash, identity
 
     def hash_of(recipe: Recipe) -> str:
-        return config_hash(identity("t", "1", "m", "1", {"task": {}, "model": {}, "train": recipe.to_json()}, 0))
+        return config_hash(identity("t", "1", "m", "1", {"task": {}, "model": {}, "train": recipe.identity()}, 0))
 
     base = hash_of(Recipe())
     changed = {"weight_decay": 0.1, "wd_grid": (0.0, 0.1), "momentum": 0.0, "betas": (0.9, 0.95), "schedule": "cosine",

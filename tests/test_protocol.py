@@ -187,3 +187,17 @@ def test_a_record_carries_the_protocols_fields_and_they_are_checked():
             validate(bad)
     older = {k: v for k, v in record.items() if k not in ("budget_curve", "evaluations")}
     validate({**older, "schema_version": 2})  # version 2 records still load
+
+
+def test_a_recipe_without_the_new_keys_keeps_its_schema_2_identity():
+    import json
+    from pathlib import Path
+
+    published = Path(__file__).parents[1] / "leaderboard" / "records" / "paper"
+    record = json.loads(next(p for p in sorted(published.glob("*.json"))
+                             if json.loads(p.read_text())["params"]["train"]).read_text())
+    stored = record["params"]["train"]
+    rebuilt = Recipe().override({k: v for k, v in stored.items() if k != "early_stop"})
+    assert json.loads(json.dumps(rebuilt.identity())) == stored  # hence the same config hash
+    assert "data" not in rebuilt.identity() and rebuilt.override({"data": "fresh", "batch_size": 8}).identity()[
+        "data"] == "fresh"

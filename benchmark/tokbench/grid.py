@@ -61,9 +61,9 @@ class Variant:
     @cached_property
     def params(self) -> dict[str, Any]:
         """The identity's ``params``. A model that is not trained has no recipe in it (``train`` is
-        ``{}``), so ``--set train.steps=...`` does not change its config hash. ``evaluate``, the extra
+        ``{}``), so ``--set train.steps=...`` does not change its config hash; see :meth:`Recipe.identity`. ``evaluate``, the extra
         evaluation settings (resolved override dicts, in declared order), is there only when there are any."""
-        train = self.recipe.to_json() if self.model_spec.trained else {}
+        train = self.recipe.identity() if self.model_spec.trained else {}
         params: dict[str, Any] = {"task": self.task_params, "model": self.model_params, "train": train}
         if self.evaluate:
             params["evaluate"] = [dict(overrides) for overrides in self.evaluate]

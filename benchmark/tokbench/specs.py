@@ -86,6 +86,15 @@ class Recipe:
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def identity(self) -> dict[str, Any]:
+        """The recipe as a run's identity (``params.train``) holds it: the keys added with record schema 3 only
+        where they differ from their defaults, and schema 2's ``early_stop`` at 0 (off; ``target`` replaced it),
+        so that a recipe which uses none of the new keys keeps the config hash its records already have."""
+        current, defaults = self.to_json(), Recipe().to_json()
+        kept = {key: value for key, value in current.items()
+                if key not in SCHEMA_3_KEYS or value != defaults[key]}
+        return {**kept, "early_stop": 0.0}
+
     def candidates(self) -> list[Recipe]:
         """The recipes a sweep trains: every ``lr_grid`` x ``wd_grid`` pair (each grid defaults to
         its single value), in grid order; without grids, this recipe alone."""
@@ -154,6 +163,8 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
      {"low": 1}),
 ))
 
+#: recipe keys added with record schema 3 (see :meth:`Recipe.identity`)
+SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets")
 #: recipe keys of older records and what became of them (see :func:`migrate_recipe`)
 REMOVED_RECIPE_KEYS = {"early_stop": "target (a fraction of the oracle's validation accuracy)"}
 

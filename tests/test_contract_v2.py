@@ -56,9 +56,9 @@ def test_reference_strategies_are_scored_on_the_evaluation_split_and_along_the_c
     assert len(curve) == len(trained.curve["step"]) and all(0.0 <= x <= 1.0 for x in curve)
 
 
-def test_early_stop_ends_training_before_the_budget(trained):
-    assert trained.train["stopped_early"] is True
-    assert trained.train["steps"] < contract_v2.TWO_LAYER.recipe.steps
+def test_the_target_ends_training_before_the_cap(trained):
+    assert trained.train["stopped_because"] == "target"
+    assert trained.train["steps"] < trained.train["max_steps"] == contract_v2.TWO_LAYER.recipe.steps
     assert trained.train["steps"] % contract_v2.TWO_LAYER.recipe.eval_every == 0
     assert trained.curve["step"][-1] < trained.train["steps"]
 
@@ -154,7 +154,8 @@ def test_optimisers_take_the_recipes_settings():
     ({"optimizer": "ngd", "weight_decay": "0.1"}, "no weight decay"),
     ({"betas": "0.9"}, "two numbers"),
     ({"schedule": "exponential"}, "not allowed"),
-    ({"early_stop": "1.5"}, "out of range"),
+    ({"target": "1.5"}, "out of range"),
+    ({"data": "fresh"}, "batch_size >= 1"),
 ])
 def test_bad_recipes_are_parameter_errors(given, message):
     with pytest.raises(ParamError, match=message):
@@ -164,7 +165,7 @@ def test_bad_recipes_are_parameter_errors(given, message):
 def test_a_sweep_trains_every_lr_and_weight_decay_and_keeps_the_best_on_validation():
     task = contract_v2.PREVIOUS_TOKEN.create(TINY)
     spec = contract_v2.TWO_LAYER
-    recipe = spec.recipe.override({"steps": "20", "early_stop": "0", "lr_grid": "0.0001,0.03", "wd_grid": "0,0.1"})
+    recipe = spec.recipe.override({"steps": "20", "target": "0", "lr_grid": "0.0001,0.03", "wd_grid": "0,0.1"})
     result = run_pairing(task, spec, spec.resolve(), recipe, seed=0, accelerator="cpu")
     selection = result.train["lr_selection_val_accuracy"]
     assert list(selection) == ["lr=0.0001,wd=0", "lr=0.0001,wd=0.1", "lr=0.03,wd=0", "lr=0.03,wd=0.1"]
@@ -179,7 +180,7 @@ def test_gradient_clipping_bounds_the_step():
 
     task = contract_v2.PREVIOUS_TOKEN.create(TINY)
     spec = contract_v2.TWO_LAYER
-    one_sgd_step = {"steps": "1", "early_stop": "0", "optimizer": "sgd", "lr": "1", "warmup_steps": "0",
+    one_sgd_step = {"steps": "1", "target": "0", "optimizer": "sgd", "lr": "1", "warmup_steps": "0",
                     "schedule": "constant", "weight_decay": "0"}
     torch.manual_seed(derive_seed(0, "init"))  # the initialisation train_model starts from
     start = [p.detach().clone() for p in spec.build(spec.resolve(), task).parameters()]
@@ -196,14 +197,15 @@ def test_every_recipe_key_is_in_the_config_hash():
     from tokbench.results import config_hash, identity
 
     def hash_of(recipe: Recipe) -> str:
-        return config_hash(identity("t", "1", "m", "1", {"task": {}, "model": {}, "train": recipe.to_json()}, 0))
+        return config_hash(identity("t", "1", "m", "1", {"task": {}, "model": {}, "train": recipe.identity()}, 0))
 
     base = hash_of(Recipe())
     changed = {"weight_decay": 0.1, "wd_grid": (0.0, 0.1), "momentum": 0.0, "betas": (0.9, 0.95), "schedule": "cosine",
-               "warmup_steps": 5, "grad_clip": 1.0, "early_stop": 0.9, "eval_every": 10}
+               "warmup_steps": 5, "grad_clip": 1.0, "target": 0.9, "eval_every": 10,
+               "data": "fresh", "patience": 100, "min_delta": 0.01, "budgets": (50,)}
     for key, value in changed.items():
         if key == "momentum":
             assert hash_of(Recipe(optimizer="sgd", momentum=0.5)) != hash_of(Recipe(optimizer="sgd")), key
             continue
-        assert hash_of(Recipe(**{key: value})) != base, key
+        assert hash_of(Recipe(**{key: value, "batch_size": 8})) != hash_of(Recipe(batch_size=8)), key
     assert json.loads(json.dumps(Recipe().to_json()))["betas"] == [0.9, 0.999]

@@ -29,7 +29,7 @@ RECALL = {"keys": 8, "values": 8, "pairs": 4, "train_size": 4000, "val_size": 50
 # The two-layer transformer leaves the no-binding plateau after ~1100-1400 steps (seeds 0-2) at a constant rate
 # after the warm-up; a cosine decay over 2000 steps lowers the rate while it is still on the plateau, and two seeds
 # in three stayed there. Training stops once validation accuracy reaches 0.99.
-RECALL_RECIPE = {"steps": 2500, "schedule": "constant", "early_stop": 0.99, "eval_every": 100}
+RECALL_RECIPE = {"steps": 2500, "schedule": "constant", "target": 0.99, "eval_every": 100}
 LEAK = 0.05  # how far above the no-binding ceiling a one-layer model may get (see the module docstring)
 
 
@@ -77,7 +77,7 @@ def test_one_layer_models_stay_near_the_no_binding_ceiling(recall, ceiling, mode
     assert accuracy <= ceiling + LEAK, f"{model}: {accuracy:.3f} vs ceiling {ceiling:.3f}"
 
 
-SOLVED_EARLY = {"early_stop": 0.99, "eval_every": 50}  # the default recipe, stopped once validation is solved
+SOLVED_EARLY = {"target": 0.99, "eval_every": 50}  # the default recipe, stopped once validation is solved
 
 
 def test_attention_selects_the_named_token_where_the_mlp_falls_away_as_the_context_grows():

@@ -53,7 +53,7 @@ def test_config_hash_is_sha256_of_the_canonical_identity():
 def test_record_has_the_schema_fields():
     record = ok_record()
     validate(record)
-    assert record["schema_version"] == 2 and record["status"] == "ok" and record["error"] is None
+    assert record["schema_version"] == 3 and record["status"] == "ok" and record["error"] is None
     assert set(record["params"]) == {"task", "model", "train"} and record["params"]["train"]["lr_grid"] == []
     assert record["metrics"]["parent_attention"] is None  # JSON has no NaN
     assert record["curve"]["loss"][0] == 1.23457  # 6 significant digits
@@ -101,7 +101,7 @@ def _write_raw(folder: Path, name: str, content: str) -> Path:
 
 @pytest.mark.parametrize("mutate, reason", [
     (lambda r: r.pop("schema_version"), "not a tokbench run record"),
-    (lambda r: r.update(schema_version=3), "schema_version 3 is newer than this tokbench reads"),
+    (lambda r: r.update(schema_version=4), "schema_version 4 is newer than this tokbench reads"),
     (lambda r: r.update(schema_version="2"), "schema_version: '2' is not one of"),
     (lambda r: r["params"]["task"].update(p=0.9), "does not match the record's identity"),
     (lambda r: r.update(status="done"), "status: 'done' is not one of"),

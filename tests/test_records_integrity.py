@@ -76,9 +76,9 @@ def test_records_without_normalized_accuracy_render_in_every_format(tmp_path, ca
     capsys.readouterr()
 
 
-def test_version_1_records_still_load_and_version_2_is_written(tmp_path):
+def test_version_1_records_still_load_and_version_3_is_written(tmp_path):
     old = record()  # schema_version 1, as published
-    assert old["schema_version"] == 1 and SCHEMA_VERSION == 2
+    assert old["schema_version"] == 1 and SCHEMA_VERSION == 3
     write(tmp_path, [old])
     assert list(load_records(tmp_path).records.values()) == [old]
     v1_not_applicable = {**old, "status": "not_applicable", "error": "n/a", "metrics": {}}

@@ -21,7 +21,7 @@ from tokbench.params import parse_assignments
 from tokbench.plugins import Registry
 from tokbench.results import SeedHashes, canonical_json, identity, record_filename
 from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
-from tokbench.suites import WILDCARD, GridBlock, Suite, is_pattern
+from tokbench.suites import WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value, is_pattern
 
 NAMESPACES = ("task", "model", "train")
 RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
@@ -56,13 +56,18 @@ class Variant:
     model_params: dict[str, Any]
     recipe: Recipe
     rung: Rung | None = None
+    evaluate: tuple[dict[str, Any], ...] = ()
 
     @cached_property
-    def params(self) -> dict[str, dict[str, Any]]:
+    def params(self) -> dict[str, Any]:
         """The identity's ``params``. A model that is not trained has no recipe in it (``train`` is
-        ``{}``), so ``--set train.steps=...`` does not change its config hash."""
-        train = self.recipe.to_json() if self.model_spec.trained else {}
-        return {"task": self.task_params, "model": self.model_params, "train": train}
+        ``{}``), so ``--set train.steps=...`` does not change its config hash; see :meth:`Recipe.identity`. ``evaluate``, the extra
+        evaluation settings (resolved override dicts, in declared order), is there only when there are any."""
+        train = self.recipe.identity() if self.model_spec.trained else {}
+        params: dict[str, Any] = {"task": self.task_params, "model": self.model_params, "train": train}
+        if self.evaluate:
+            params["evaluate"] = [dict(overrides) for overrides in self.evaluate]
+        return params
 
     @cached_property
     def hashes(self) -> SeedHashes:
@@ -326,6 +331,52 @@ def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]], command_line:
     return recipe.override(given)
 
 
+Evaluations = Mapping[str, tuple[int | str, ...]]  # an evaluation axis -> the values to evaluate at
+
+
+def parse_evaluations(items: Sequence[str]) -> dict[str, tuple[int | str, ...]]:
+    """``--evaluate AXIS=V1,V2`` (repeatable): integers or ``xN`` multiples of the training value."""
+    table: dict[str, tuple[int | str, ...]] = {}
+    for item in items:
+        axis, sep, values = item.partition("=")
+        parts = [v for v in values.split(",") if v.strip()]
+        if not sep or not axis.strip() or not parts:
+            raise UsageError(f"--evaluate expects AXIS=VALUES, e.g. context_length=x2,x4, got {item!r}")
+        try:
+            table[axis.strip()] = table.get(axis.strip(), ()) + tuple(evaluation_value(v) for v in parts)
+        except ValueError as exc:
+            raise UsageError(f"--evaluate {item}: {exc}") from None
+    return table
+
+
+def _check_axes(table: Evaluations, specs: Iterable[TaskSpec], where: Callable[[str], str]) -> None:
+    """An evaluation axis that no task of the selection declares in ``evaluation_axes`` is a usage error."""
+    specs = list(specs)
+    for axis in table:
+        if not any(axis in spec.evaluation_axes for spec in specs):
+            declared = sorted({a for spec in specs for a in spec.evaluation_axes})
+            raise ParamError(f"{where(axis)}: no task here declares {axis!r} among its evaluation axes"
+                             f"{did_you_mean(axis, declared)}; declared: {', '.join(declared) or 'none'}")
+
+
+def _evaluations(task: TaskSpec, task_params: Mapping[str, Any], table: Evaluations, where: Callable[[str], str],
+                 checked: set[str]) -> tuple[dict[str, Any], ...]:
+    """The evaluation settings of a task trained at ``task_params``, in declared order, each one override.
+
+    A task that declares the axis is checked at each setting as at its training parameters; for one
+    that does not, the setting is kept as written and its evaluation is not applicable.
+    """
+    settings = []
+    for axis, values in table.items():
+        for value in values:
+            resolved = evaluation_setting(task_params, axis, value)
+            if axis in task.evaluation_axes:
+                params = _located(where(axis), lambda: task.resolve({**task_params, axis: resolved}))
+                _located(where(axis), lambda: _check_task(task, params, checked))
+            settings.append({axis: resolved})
+    return tuple(settings)
+
+
 def expand(
     suite: Suite,
     registry: Registry,
@@ -333,11 +384,13 @@ def expand(
     models: Sequence[str] = (),
     seeds: int | None = None,
     settings: Sequence[Setting] = (),
+    evaluate: Evaluations | None = None,
 ) -> list[Pairing]:
     """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters (names or glob patterns), in suite
     order.
 
-    ``seeds`` replaces every block's seeds with ``0..seeds-1``. Pairings with the
+    ``seeds`` replaces every block's seeds with ``0..seeds-1``; ``evaluate`` (from ``--evaluate``)
+    replaces every block's ``[grid.evaluate]``. Pairings with the
     same identity (from overlapping blocks) appear once. Each distinct task instance
     is created once here, so that a constraint between its parameters (its
     ``validate()``) is a usage error before anything runs.
@@ -358,6 +411,10 @@ def expand(
         block_seeds = range(seeds) if seeds is not None else block.seeds
         ladders = _block_ladders(suite, block, task_specs, registry.tasks, task_given)
         _check_train_tables(suite, block, model_specs, registry.models)
+        table, where = evaluate, (lambda axis: f"--evaluate {axis}")
+        if evaluate is None:
+            table, where = block.evaluate, (lambda axis, b=block.index: suite.where("grid", b, "evaluate", axis))
+            _check_axes(table, task_specs.values(), where)
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)
@@ -371,7 +428,8 @@ def expand(
                     _check_task(task, task_params, checked)
                     if rung is not None:  # the values the pairing trains with (--set may override a rung's)
                         rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
-                    variant = Variant(task, model, task_params, model_params, recipe, rung)
+                    evaluations = _evaluations(task, task_params, table, where, checked)
+                    variant = Variant(task, model, task_params, model_params, recipe, rung, evaluations)
                     for seed in block_seeds:
                         pairing = Pairing(variant, seed)
                         pairings.setdefault(pairing.config_hash, pairing)
@@ -380,6 +438,8 @@ def expand(
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
         raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}")
     _check_settings_used(settings, grid)
+    if evaluate:
+        _check_axes(evaluate, {p.task_spec.name: p.task_spec for p in grid}.values(), lambda axis: f"--evaluate {axis}")
     return grid
 
 

@@ -17,19 +17,22 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
 from tokbench.errors import TokbenchError
-from tokbench.metrics import agreement, attention_metric, sequence_accuracy
+from tokbench.metrics import agreement, attention_metric, chance_accuracy, prediction_accuracy, sequence_accuracy
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
+from tokbench.results import canonical_json
 from tokbench.seeding import derive_seed
 from tokbench.specs import ModelSpec, Recipe
 from tokbench.task import IGNORE, Split, Task
@@ -54,7 +57,9 @@ class NonFiniteLossError(TokbenchError):
 class PairingResult:
     """What one trained and evaluated pairing produced.
 
-    ``diagnostics`` names, per attention metric, the layer and head it was read from.
+    ``diagnostics`` names, per attention metric, the layer and head it was read from;
+    ``budget_curve`` is the evaluation accuracy at each budget reached, then at the final step
+    (``"final": True``); ``evaluations`` has one entry per extra evaluation setting (:func:`evaluate_setting`).
     """
 
     metrics: dict[str, float]
@@ -62,6 +67,8 @@ class PairingResult:
     curve: dict[str, list[float]] = field(default_factory=dict)
     attention_profile: list[float] | None = None
     diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    budget_curve: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: list[dict[str, Any]] = field(default_factory=list)
 
 
 def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -74,28 +81,45 @@ def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 Batch = tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]
 
 
+def block_ends(recipe: Recipe) -> list[int]:
+    """The schedule of a run: the optimiser step counts at which a Lightning step (a block of steps) ends.
+
+    Blocks are at most ``ceil(steps / LIGHTNING_STEPS)`` steps long, and also end at every budget of
+    the budget curve and, when validation may stop training, every ``eval_every`` steps: the
+    callbacks that evaluate (:class:`BudgetCurve`, :class:`Convergence`) run between blocks. The last
+    entry is the cap, ``recipe.steps``.
+    """
+    cap = recipe.steps
+    block = max(1, math.ceil(cap / LIGHTNING_STEPS))
+    ends = {*range(block, cap, block), *(b for b in recipe.budgets if b < cap), cap}
+    if recipe.stops_early:
+        ends.update(range(recipe.eval_every, cap, recipe.eval_every))
+    return sorted(ends)
+
+
 class _Blocks(IterableDataset):
     """One item per block of optimiser steps: tokens (r, b, T), labels (r, b) or (r, b, T), and the
-    reference strategies' predictions shaped like the labels.
+    reference strategies' predictions shaped like the labels; ``lengths`` are the blocks' step counts.
 
     Full batch: r = 1, the whole training split, reused by every step of the block
-    (and moved to the device once). Mini-batches: r = block, seeded random batches.
+    (and moved to the device once). Mini-batches: r = the block's length, seeded random batches.
     """
 
-    def __init__(self, split: Split, batch_size: int, block: int, seed: int) -> None:
+    def __init__(self, split: Split, batch_size: int, lengths: list[int], seed: int) -> None:
         self.tokens, self.labels, self.references = split.tokens, split.labels, split.references
-        self.batch_size, self.block, self.seed = batch_size, block, seed
+        self.batch_size, self.lengths, self.seed = batch_size, lengths, seed
 
     def __iter__(self) -> Iterator[Batch]:
         n = len(self.labels)
         if self.batch_size == 0 or self.batch_size >= n:
-            while True:
+            for _ in self.lengths:
                 yield self.tokens[None], self.labels[None], {k: v[None] for k, v in self.references.items()}
+            return
         generator = torch.Generator().manual_seed(self.seed)
         batches = iter(())
-        while True:
+        for length in self.lengths:
             picked = []
-            while len(picked) < self.block:
+            while len(picked) < length:
                 idx = next(batches, None)
                 if idx is None:
                     batches = iter(torch.randperm(n, generator=generator)[: n - n % self.batch_size].split(self.batch_size))
@@ -105,37 +129,59 @@ class _Blocks(IterableDataset):
             yield self.tokens[idx], self.labels[idx], {k: v[idx] for k, v in self.references.items()}
 
 
+class _FreshBlocks(IterableDataset):
+    """Like :class:`_Blocks` for ``data = "fresh"``: step s trains on ``batch_size`` new sequences drawn by
+    ``task.training_batch`` from their own seed, ``derive_seed(seed, f"data:train:step{s}")``, so the data of
+    a step depends neither on the block schedule nor on the cap."""
+
+    def __init__(self, task: Task, batch_size: int, lengths: list[int], seed: int) -> None:
+        self.task, self.batch_size, self.lengths, self.seed = task, batch_size, lengths, seed
+
+    def _draw(self, step: int) -> Split:
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, f"data:train:step{step}"))
+        return self.task.training_batch(self.batch_size, generator)
+
+    def __iter__(self) -> Iterator[Batch]:
+        first = 0
+        for length in self.lengths:
+            splits = [self._draw(step) for step in range(first, first + length)]
+            first += length
+            yield (torch.stack([s.tokens for s in splits]), torch.stack([s.labels for s in splits]),
+                   {k: torch.stack([s.references[k] for s in splits]) for k in splits[0].references})
+
+
 class PairingModule(pl.LightningModule):
     """Lightning wrapper: the model's own loss, the recipe's optimiser and schedule, a sparse curve.
 
-    With ``recipe.early_stop`` set, validation accuracy on ``val`` is checked every
-    ``recipe.eval_every`` steps and training ends once it reaches the threshold.
+    Each Lightning step trains one block of the schedule (:func:`block_ends`); what happens
+    between blocks (budget evaluations, convergence checks) is in the callbacks.
     """
 
-    def __init__(self, model: TokenModel, recipe: Recipe, val: Split | None = None) -> None:
+    def __init__(self, model: TokenModel, recipe: Recipe) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.model, self.recipe, self.val = model, recipe, val
-        self.block = max(1, math.ceil(recipe.steps / LIGHTNING_STEPS))
+        self.model, self.recipe = model, recipe
+        self.ends = block_ends(recipe)
         self.log_every = max(1, recipe.steps // CURVE_POINTS)
         self.curve: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
         self.last_loss = math.nan
         self.steps_taken = 0
-        self.stopped_early = False
         self.schedule: torch.optim.lr_scheduler.LRScheduler | None = None
+        self.budget_curve: list[dict[str, Any]] = []  # filled by train_model from BudgetCurve
+        self.stopped_because = "untrained"  # or "target", "plateau", "cap" once trained
 
     @property
     def blocks(self) -> int:
-        return math.ceil(self.recipe.steps / self.block)
+        return len(self.ends)
 
     def training_step(self, batch: Batch, batch_idx: int) -> None:
-        if self.stopped_early:  # Lightning may still hand out the blocks left; they take no step
+        if self.trainer.should_stop:  # a stop between blocks: Lightning may still hand out the next one
             return
         tokens, labels, references = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
         clip = self.recipe.grad_clip
-        first = batch_idx * self.block
-        for step in range(first, min(first + self.block, self.recipe.steps)):
+        first = self.ends[batch_idx - 1] if batch_idx else 0
+        for step in range(first, self.ends[batch_idx]):
             i = (step - first) % len(tokens)
             output = self.model(tokens[i])
             logits = align(output.logits, labels[i])
@@ -151,19 +197,7 @@ class PairingModule(pl.LightningModule):
             optimizer.step()
             if self.schedule is not None:
                 self.schedule.step()
-            self.steps_taken = step + 1
-            if self._reached_target(step + 1):
-                self.stopped_early = True
-                self.trainer.should_stop = True
-                return
-
-    def _reached_target(self, steps: int) -> bool:
-        """Early stopping: validation accuracy checked every ``eval_every`` steps."""
-        if not self.recipe.early_stop or self.val is None or steps % self.recipe.eval_every or steps == self.recipe.steps:
-            return False
-        accuracy = evaluate_accuracy(self.model, self.val)
-        self.model.train()
-        return accuracy >= self.recipe.early_stop
+        self.steps_taken = self.ends[batch_idx]
 
     def _log(self, step: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
              references: dict[str, torch.Tensor]) -> None:
@@ -185,6 +219,53 @@ class PairingModule(pl.LightningModule):
         optimizer = make_optimizer(self.recipe, self.model.parameters())
         self.schedule = make_schedule(self.recipe, optimizer)
         return optimizer
+
+
+class BudgetCurve(pl.Callback):
+    """Accuracy on the evaluation split at each budget step that training reaches: reported, never used for a
+    choice (nothing reads it during the run)."""
+
+    def __init__(self, split: Split, budgets: tuple[int, ...]) -> None:
+        self.split, self.budgets = split, set(budgets)
+        self.points: list[dict[str, Any]] = []
+
+    def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
+        if module.steps_taken in self.budgets:
+            self.points.append({"step": module.steps_taken, "accuracy": evaluate_accuracy(module.model, self.split)})
+            module.model.train()
+
+
+class Convergence(EarlyStopping):
+    """Lightning's :class:`EarlyStopping` on validation accuracy, checked every ``eval_every`` optimiser steps
+    (between blocks) instead of once per epoch.
+
+    ``target``: stop once the accuracy reaches ``threshold`` (``target`` x the oracle's validation accuracy);
+    ``patience``: stop once it has not gained more than ``min_delta`` over ``patience`` steps (rounded
+    up to whole checks). No check at the cap itself, where training ends anyway.
+    """
+
+    def __init__(self, recipe: Recipe, val: Split, threshold: float | None) -> None:
+        checks = math.ceil(recipe.patience / recipe.eval_every) if recipe.patience else math.inf
+        # EarlyStopping stops when accuracy > stopping_threshold; the float just below makes that ">= threshold"
+        below = None if threshold is None else math.nextafter(threshold, -math.inf)
+        super().__init__(monitor="val_accuracy", mode="max", min_delta=recipe.min_delta, patience=checks,
+                         stopping_threshold=below, check_on_train_epoch_end=False)
+        self.val, self.eval_every, self.cap = val, recipe.eval_every, recipe.steps
+
+    def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
+        steps = module.steps_taken
+        if steps % self.eval_every or steps >= self.cap:
+            return
+        accuracy = torch.tensor(evaluate_accuracy(module.model, self.val), dtype=torch.float64)
+        module.model.train()
+        should_stop, _ = self._evaluate_stopping_criteria(accuracy)
+        trainer.should_stop = trainer.should_stop or should_stop
+
+    @property
+    def stopped_because(self) -> str | None:
+        """``"target"``, ``"plateau"`` or ``None`` (not stopped by validation)."""
+        return {EarlyStoppingReason.STOPPING_THRESHOLD: "target",
+                EarlyStoppingReason.PATIENCE_EXHAUSTED: "plateau"}.get(self.stopping_reason)
 
 
 def _device(model: TokenModel) -> torch.device:
@@ -221,6 +302,13 @@ def evaluate_accuracy(model: TokenModel, split: Split) -> float:
     return torch.cat(hits).mean().item()
 
 
+def oracle_accuracy(task: Task, split: Split) -> float:
+    """Accuracy of the task's Bayes predictor on ``split``: the paired optimum on exactly these sequences."""
+    hits = [prediction_accuracy(task.bayes_predict(tokens), labels)
+            for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))]
+    return torch.cat(hits).mean().item()
+
+
 @dataclass
 class _Totals:
     """Per-sequence values gathered chunk by chunk over an evaluation split."""
@@ -248,7 +336,8 @@ def _sequence_log_loss(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.T
 @torch.no_grad()
 def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, float], list[float] | None,
                                                                    dict[str, dict[str, Any]]]:
-    """Accuracy, the attention diagnostics, the loss metrics and the mean attention profile on ``split``.
+    """Accuracy with its chance and oracle levels on the same sequences, the attention diagnostics, the loss
+    metrics and the mean attention profile on ``split``.
 
     Returns the metrics, the profile (the final query's mean attention over the inputs,
     last layer, heads averaged) and, per attention metric, the layer and head used.
@@ -274,7 +363,8 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
             totals.add_profile(attention, T)
             for name, target in split.attention_targets.items():
                 totals.targets[name].append(attention_metric(attention, target, start, labels))
-    metrics = {"accuracy": torch.cat(totals.accuracy).mean().item()}
+    metrics = {"accuracy": torch.cat(totals.accuracy).mean().item(), "chance_accuracy": chance_accuracy(split.labels),
+               "oracle_accuracy": oracle_accuracy(task, split)}
     metrics.update({f"agree_{name}": torch.cat(parts).mean().item() for name, parts in totals.agreement.items()})
     diagnostics: dict[str, dict[str, Any]] = {}
     if totals.profile is not None:
@@ -318,7 +408,7 @@ def _loss_metrics(task: Task, split: Split, model_loss: torch.Tensor) -> dict[st
             "excess_loss_se": se}
 
 
-def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
+def _trainer(blocks: int, out_dir: Path | None, accelerator: str, callbacks: list[pl.Callback]) -> pl.Trainer:
     logger: Any = False
     if out_dir is not None:
         logger = pl.loggers.CSVLogger(str(out_dir), name="", version="")
@@ -328,6 +418,7 @@ def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
         accelerator=accelerator,
         devices=1,
         logger=logger,
+        callbacks=callbacks,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -338,23 +429,40 @@ def _trainer(blocks: int, out_dir: Path | None, accelerator: str) -> pl.Trainer:
 
 def train_model(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
-    train: Split, out_dir: Path | None, accelerator: str, val: Split | None = None,
+    train: Split, out_dir: Path | None, accelerator: str, val: Split | None = None, evaluation: Split | None = None,
 ) -> tuple[TokenModel, PairingModule, int]:
-    """Build the model from the run's init seed and train it on ``train`` with ``recipe``.
+    """Build the model from the run's init seed and train it with ``recipe``: on ``train`` (``data = "fixed"``),
+    or on new sequences from the task's generator at every step (``"fresh"``).
 
-    Returns the trained model, its Lightning module (which holds the curve) and the
-    number of optimiser steps taken (0 for models without trainable parameters; fewer
-    than ``recipe.steps`` when early stopping on ``val`` ended training).
+    With ``val``, a recipe's ``target`` and ``patience`` may stop training early (:class:`Convergence`); with
+    ``evaluation``, its accuracy is taken at each of the recipe's budgets (:class:`BudgetCurve`). Returns the
+    trained model, its Lightning module (which holds the curve, ``budget_curve`` and ``stopped_because``) and
+    the number of optimiser steps taken (0 for models without trainable parameters).
     """
     torch.manual_seed(derive_seed(seed, "init"))
     model = model_spec.build(model_params, task)
     model.fit(train)
-    module = PairingModule(model, recipe, val)
+    module = PairingModule(model, recipe)
     if not model_spec.trained or recipe.steps == 0 or not any(p.requires_grad for p in model.parameters()):
         return model, module, 0
-    blocks = _Blocks(train, recipe.batch_size, module.block, derive_seed(seed, "batches"))
-    _trainer(module.blocks, out_dir, accelerator).fit(module, train_dataloaders=DataLoader(blocks, batch_size=None))
+    if recipe.data == "fresh":
+        blocks: IterableDataset = _FreshBlocks(task, recipe.batch_size, _lengths(module.ends), seed)
+    else:
+        blocks = _Blocks(train, recipe.batch_size, _lengths(module.ends), derive_seed(seed, "batches"))
+    budgets = BudgetCurve(evaluation, recipe.budgets) if evaluation is not None else None
+    convergence = None
+    if recipe.stops_early and val is not None:
+        convergence = Convergence(recipe, val, recipe.target * oracle_accuracy(task, val) if recipe.target else None)
+    callbacks = [c for c in (budgets, convergence) if c is not None]
+    _trainer(module.blocks, out_dir, accelerator, callbacks).fit(
+        module, train_dataloaders=DataLoader(blocks, batch_size=None))
+    module.budget_curve = budgets.points if budgets is not None else []
+    module.stopped_because = (convergence and convergence.stopped_because) or "cap"
     return model, module, module.steps_taken
+
+
+def _lengths(ends: list[int]) -> list[int]:
+    return [end - start for start, end in zip([0, *ends], ends)]
 
 
 @dataclass
@@ -366,7 +474,7 @@ class _Trained:
 
 
 def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
-                  train: Split, val: Split, out_dir: Path | None, accelerator: str,
+                  train: Split, val: Split, out_dir: Path | None, accelerator: str, evaluation: Split | None = None,
                   ) -> tuple[_Trained, dict[str, float]]:
     """Train once per candidate of the recipe's sweep and keep the best on ``val``.
 
@@ -378,7 +486,7 @@ def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any
     selection: dict[str, float] = {}
     for candidate in candidates:
         model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir,
-                                           accelerator, val)
+                                           accelerator, val, evaluation)
         trained = _Trained(model, module, steps, candidate)
         if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
             return trained, selection
@@ -404,8 +512,9 @@ def run_pairing(
     seed: int,
     out_dir: Path | None = None,
     accelerator: str = "auto",
+    evaluate_at: Sequence[Mapping[str, Any]] = (),
 ) -> PairingResult:
-    """Train ``model_spec`` on ``task`` with ``recipe`` and evaluate it.
+    """Train ``model_spec`` on ``task`` with ``recipe`` and evaluate it, also at each setting of ``evaluate_at``.
 
     Seeds: each split of the task has its own data seed and the model's
     initialisation has another, all derived from ``seed``. On the CPU the same
@@ -414,17 +523,16 @@ def run_pairing(
     With ``recipe.lr_grid`` and/or ``recipe.wd_grid`` the model is trained once per
     candidate from the same initialisation, and the one with the best validation
     accuracy is kept (see :func:`select_recipe`). The test split is never looked at
-    during the selection.
+    during the selection or for stopping; its accuracy at the recipe's budgets is only reported.
     """
     started = time.perf_counter()
-    train = task.make_split("train", seed)
-    val = task.make_split("val", seed)
-    kept, selection = select_recipe(task, model_spec, model_params, recipe, seed, train, val, out_dir, accelerator)
+    splits = {name: task.make_split(name, seed) for name in dict.fromkeys(("train", "val", task.eval_split))}
+    kept, selection = select_recipe(task, model_spec, model_params, recipe, seed, splits["train"], splits["val"],
+                                    out_dir, accelerator, splits[task.eval_split])
     # Train, validation, then the evaluation split (which may be one of them), each evaluated once:
     # a stochastic model (the uniform guess) then gives one accuracy per split, drawn in a fixed order.
     metrics: dict[str, float] = {}
-    for name in dict.fromkeys(("train", "val", task.eval_split)):
-        split = {"train": train, "val": val}.get(name) or task.make_split(name, seed)
+    for name, split in splits.items():
         if name == task.eval_split:
             eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split)
             metrics[f"{name}_accuracy"] = eval_metrics["accuracy"]
@@ -434,13 +542,42 @@ def run_pairing(
     accuracy = eval_metrics.pop("accuracy")
     metrics.update(accuracy=accuracy, bayes_accuracy=bayes, normalized_accuracy=accuracy / bayes)
     metrics.update(eval_metrics)
+    evaluations = [evaluate_setting(kept.model, task, model_spec, overrides, seed) for overrides in evaluate_at]
     # the recipe, then what training did: "steps" is the number taken (0 without training, fewer on an early stop)
-    train_info = {**kept.recipe.to_json(), "steps": kept.steps, "final_loss": kept.module.last_loss,
+    train_info = {**kept.recipe.to_json(), "steps": kept.steps, "max_steps": kept.recipe.steps,
+                  "stopped_because": kept.module.stopped_because, "final_loss": kept.module.last_loss,
                   "wall_seconds": time.perf_counter() - started}
-    if kept.module.stopped_early:
-        train_info["stopped_early"] = True
     if selection:
         train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
                           lr_selection_val_accuracy=selection)
+    budget_curve = [p for p in kept.module.budget_curve if p["step"] != kept.steps]
+    budget_curve.append({"step": kept.steps, "accuracy": accuracy, "final": True})
     return PairingResult(metrics=metrics, train=train_info, curve=kept.module.curve,
-                         attention_profile=attention_profile, diagnostics=diagnostics)
+                         attention_profile=attention_profile, diagnostics=diagnostics,
+                         budget_curve=budget_curve, evaluations=evaluations)
+
+
+def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overrides: Mapping[str, Any],
+                     seed: int) -> dict[str, Any]:
+    """The trained ``model`` evaluated on a test split of ``task`` at ``overrides`` (say a longer context length).
+
+    The task is rebuilt with ``spec.create({**params, **overrides})``, with its own Bayes optimum, and its
+    test split has its own seed stream. The setting is ``not_applicable``, with the reason, when the task
+    does not declare an overridden parameter in ``evaluation_axes``, or when it changes the context length
+    and the model declares ``fixed_length``. The model, built at the training length, is fed the longer
+    sequences as they are.
+    """
+    entry: dict[str, Any] = {"overrides": dict(overrides)}
+    undeclared = [key for key in overrides if key not in task.spec.evaluation_axes]
+    if undeclared:
+        reason = task.spec.evaluation_note or (f"{task.spec.name} is not evaluated at other values of "
+                                               f"{', '.join(undeclared)} (not among its evaluation axes)")
+        return {**entry, "status": "not_applicable", "reason": reason}
+    setting = task.spec.create({**task.params, **overrides})
+    if setting.context_length != task.context_length and model_spec.fixed_length:
+        return {**entry, "status": "not_applicable", "reason": model_spec.fixed_length}
+    generator = torch.Generator().manual_seed(derive_seed(seed, "data:test:" + canonical_json(dict(overrides))))
+    split = setting.generate(setting.split_size("test"), generator)
+    metrics, _, _ = evaluate(model, setting, split)
+    metrics["bayes_accuracy"] = setting.bayes_accuracy()
+    return {**entry, "status": "ok", "metrics": metrics}

@@ -24,13 +24,31 @@ def sequence_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
     :data:`tokbench.task.IGNORE` marks positions that are not scored. The accuracy of a
     split is the mean of this over its sequences.
     """
+    return prediction_accuracy(logits.argmax(-1), labels)
+
+
+def prediction_accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(n,) float64: per sequence, the fraction of its labelled positions where ``predictions`` (shaped like
+    ``labels``; values at unscored positions are ignored) is right."""
     from tokbench.task import IGNORE
 
-    hits = logits.argmax(-1) == labels
+    hits = predictions == labels
     if labels.dim() == 1:
         return hits.double()
     scored = labels != IGNORE
     return (hits & scored).sum(1).double() / scored.sum(1).double()
+
+
+def chance_accuracy(labels: torch.Tensor) -> float:
+    """The accuracy of the best input-independent guess on these labels, in the unit of :func:`sequence_accuracy`:
+    the most frequent token's share of each sequence's labelled positions, averaged over sequences."""
+    from tokbench.task import IGNORE
+
+    if labels.dim() == 1:
+        return torch.bincount(labels).max().item() / len(labels)
+    scored = labels != IGNORE
+    share = (1.0 / scored.sum(1, keepdim=True).double()).expand(labels.shape)  # each position's weight in its sequence
+    return torch.bincount(labels[scored], weights=share[scored]).max().item() / len(labels)
 
 
 def agreement(logits: torch.Tensor, reference: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

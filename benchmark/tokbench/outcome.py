@@ -92,7 +92,7 @@ def exception_failure(exc: BaseException) -> Failure:
 
 
 def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any]) -> Record:
-    """The schema-v2 run record of ``outcome``; ``provenance`` is the trainer's (``started_at`` comes from
+    """The schema-v3 run record of ``outcome``; ``provenance`` is the trainer's (``started_at`` comes from
     the outcome). A model that is not trained by gradient descent records 0 steps whatever happened."""
     task, model = pairing.task_spec, pairing.model_spec
     result = outcome.result
@@ -124,6 +124,10 @@ def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any])
                                     "train": model.recipe.to_json()})},
         "provenance": {**provenance, "started_at": outcome.started_at},
     }
+    if result is not None:
+        record["budget_curve"] = clean(result.budget_curve)
+        if result.evaluations:
+            record["evaluations"] = clean(result.evaluations)
     if pairing.variant.rung is not None:
         record["ladder"] = pairing.variant.rung.to_json()
     if outcome.status == "failed":
@@ -144,7 +148,8 @@ def attempt(pairing: Pairing) -> Outcome:
     try:
         task = pairing.task_spec.create(pairing.task_params)
         eval_split = task.eval_split
-        result = run_pairing(task, pairing.model_spec, pairing.model_params, pairing.recipe, pairing.seed)
+        result = run_pairing(task, pairing.model_spec, pairing.model_params, pairing.recipe, pairing.seed,
+                             evaluate_at=pairing.variant.evaluate)
     except NotApplicable as exc:
         return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, not_applicable=str(exc))
     except BaseException as exc:  # noqa: BLE001 - nothing one pairing does may sink the grid

@@ -14,7 +14,8 @@ from typing import Any
 
 from tokbench.errors import ParamError, did_you_mean
 
-_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "floats": tuple}
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "floats": tuple, "ints": tuple}
+_ELEMENT = {"floats": float, "ints": int}  # the element type of a tuple parameter
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
@@ -23,11 +24,12 @@ _FALSE = {"false", "0", "no", "off"}
 class Param:
     """One declared parameter.
 
-    ``type`` is one of ``"int"``, ``"float"``, ``"str"``, ``"bool"`` or ``"floats"``
-    (a tuple of floats, written ``1e-3,1e-2`` on the command line). Floats are always
+    ``type`` is one of ``"int"``, ``"float"``, ``"str"``, ``"bool"``, ``"floats"``
+    (a tuple of floats, written ``1e-3,1e-2`` on the command line) or ``"ints"`` (a
+    tuple of integers, written ``100,300``). Floats are always
     finite (nan and inf are rejected, whatever the range). Numbers may
     carry an inclusive range ``[low, high]`` (either end may be ``None``; for
-    ``floats`` it applies to every element); any type may instead carry a tuple
+    tuples it applies to every element); any type may instead carry a tuple
     of allowed ``choices``.
     """
 
@@ -66,7 +68,7 @@ class Param:
             elif kind is int:
                 value = int(text)
             elif kind is tuple:
-                value = tuple(float(part) for part in text.split(",") if part.strip())
+                value = tuple(_ELEMENT[self.type](part) for part in text.split(",") if part.strip())
             else:
                 value = kind(text)
         except ValueError:
@@ -79,7 +81,7 @@ class Param:
         if kind is tuple:
             if not isinstance(value, (list, tuple)):
                 raise ParamError(f"{self.name}={value!r} is not a valid {self.type}; allowed: {self.allowed()}")
-            return tuple(self._check_scalar(float, v) for v in value)
+            return tuple(self._check_scalar(_ELEMENT[self.type], v) for v in value)
         return self._check_scalar(kind, value)
 
     def _check_scalar(self, kind: type, value: Any) -> Any:

@@ -45,7 +45,8 @@ def variant_labels(identities: Iterable[Mapping[str, Any]]) -> dict[str, str]:
         entry[1].append(ident["config_hash"])
     labels = {}
     for variants in groups.values():
-        flat = [{(ns, k): v for ns, values in params.items() for k, v in values.items()}
+        flat = [{(ns, k): v for ns, values in params.items()
+                 for k, v in (values.items() if isinstance(values, Mapping) else [(ns, values)])}  # evaluate: a list
                 for params, _ in variants.values()]
         seen: dict[tuple[str, str], set[str]] = defaultdict(set)
         for key in {key for f in flat for key in f}:

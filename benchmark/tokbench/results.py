@@ -1,4 +1,4 @@
-"""Run records: one JSON file per pairing and seed, the public result format (schema v2; v1 still loads).
+"""Run records: one JSON file per pairing and seed, the public result format (schema v3; v1 and v2 still load).
 
 A record carries its identity (task and model with versions, resolved
 parameters, seed), a config hash of that identity, the outcome (metrics or the
@@ -30,7 +30,7 @@ from tokbench import __version__
 from tokbench.errors import StorageError, UsageError
 from tokbench.storage import atomic_write, read_regular
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 HASH_CHARS = 16
 SIGNIFICANT_DIGITS = 6  # curves and attention profiles are rounded to keep records compact
 _IDENTITY_KEYS = ("task", "task_version", "model", "model_version", "params", "seed")
@@ -56,9 +56,14 @@ class RecordError(UsageError):
 
 def identity(task: str, task_version: str, model: str, model_version: str,
              params: Mapping[str, Mapping[str, Any]], seed: int) -> dict[str, Any]:
-    """The fields that make a record unique; ``params`` has the keys task, model and train."""
+    """The fields that make a record unique; ``params`` has the keys task, model and train, and ``evaluate`` (the
+    extra evaluation settings, a list of override dicts) only when there are any, so older identities keep
+    their hashes."""
+    kept = {k: dict(params[k]) for k in ("task", "model", "train")}
+    if params.get("evaluate"):
+        kept["evaluate"] = [dict(overrides) for overrides in params["evaluate"]]
     return {"task": task, "task_version": task_version, "model": model, "model_version": model_version,
-            "params": {k: dict(params[k]) for k in ("task", "model", "train")}, "seed": seed}
+            "params": kept, "seed": seed}
 
 
 def canonical_json(obj: Any) -> str:

@@ -23,6 +23,7 @@ OPTIMIZERS = ("gd", "ngd", "adam", "adamw", "sgd")
 SCHEDULES = ("constant", "cosine", "linear")
 SCORINGS = ("last", "positions")  # where a task is scored (TaskSpec.scoring)
 PREDICTS = ("last", "every")  # which positions a model predicts (ModelSpec.predicts)
+DATA = ("fixed", "fresh")  # what a recipe trains on (Recipe.data)
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,12 @@ class Recipe:
     schedule: str = "constant"
     warmup_steps: int = 0
     grad_clip: float = 0.0
-    early_stop: float = 0.0
+    data: str = "fixed"
+    target: float = 0.0
+    patience: int = 0
+    min_delta: float = 0.0
     eval_every: int = 100
+    budgets: tuple[int, ...] = (100, 300, 1000, 3000)
 
     def __post_init__(self) -> None:
         for p in RECIPE_PARAMS:
@@ -58,6 +63,14 @@ class Recipe:
             raise ParamError(f"momentum={self.momentum:g} needs optimizer=sgd (got {self.optimizer})")
         if not self.takes_weight_decay and (self.weight_decay or self.wd_grid):
             raise ParamError("optimizer=ngd takes no weight decay; use gd, sgd, adam or adamw")
+        object.__setattr__(self, "budgets", tuple(sorted(set(self.budgets))))
+        if self.data == "fresh" and self.batch_size == 0:
+            raise ParamError("data=fresh draws batch_size new sequences per step; set batch_size >= 1")
+
+    @property
+    def stops_early(self) -> bool:
+        """Whether validation accuracy is checked every ``eval_every`` steps (a target or a patience is set)."""
+        return bool(self.target or self.patience)
 
     @property
     def takes_weight_decay(self) -> bool:
@@ -72,6 +85,15 @@ class Recipe:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def identity(self) -> dict[str, Any]:
+        """The recipe as a run's identity (``params.train``) holds it: the keys added with record schema 3 only
+        where they differ from their defaults, and schema 2's ``early_stop`` at 0 (off; ``target`` replaced it),
+        so that a recipe which uses none of the new keys keeps the config hash its records already have."""
+        current, defaults = self.to_json(), Recipe().to_json()
+        kept = {key: value for key, value in current.items()
+                if key not in SCHEMA_3_KEYS or value != defaults[key]}
+        return {**kept, "early_stop": 0.0}
 
     def candidates(self) -> list[Recipe]:
         """The recipes a sweep trains: every ``lr_grid`` x ``wd_grid`` pair (each grid defaults to
@@ -93,11 +115,17 @@ class Recipe:
         if self.schedule != "constant" or self.warmup_steps:
             warmup = f"{self.warmup_steps} warm-up steps then " if self.warmup_steps else ""
             parts.append(f"{warmup}{self.schedule} schedule")
-        parts += [f"{self.steps} steps", batch]
+        parts += [f"{self.steps} steps" if not self.stops_early else f"at most {self.steps} steps", batch]
+        if self.data == "fresh":
+            parts.append("fresh sequences every step")
         if self.grad_clip:
             parts.append(f"gradient norm clipped at {self.grad_clip:g}")
-        if self.early_stop:
-            parts.append(f"early stop at validation accuracy {self.early_stop:g} (checked every {self.eval_every} steps)")
+        if self.target:
+            parts.append(f"stop at {self.target:g} x the oracle's validation accuracy")
+        if self.patience:
+            parts.append(f"stop after {self.patience} steps without a validation gain of {self.min_delta:g}")
+        if self.stops_early:
+            parts.append(f"validation checked every {self.eval_every} steps")
         return ", ".join(parts)
 
 
@@ -122,9 +150,33 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
      {"choices": SCHEDULES}),
     ("warmup_steps", "int", "steps of linear warm-up from lr/warmup_steps to lr", {"low": 0}),
     ("grad_clip", "float", "clip the gradient norm to this value before each step (0: off)", {"low": 0.0}),
-    ("early_stop", "float", "stop once validation accuracy reaches this (0: off)", {"low": 0.0, "high": 1.0}),
-    ("eval_every", "int", "steps between early-stop checks of validation accuracy", {"low": 1}),
+    ("data", "str", "fixed: steps over the training split; fresh: batch_size new sequences from the task's "
+     "generator at every step, seeded per step", {"choices": DATA}),
+    ("target", "float", "stop once validation accuracy reaches target x the oracle's validation accuracy (0: off)",
+     {"low": 0.0, "high": 1.0}),
+    ("patience", "int", "stop once validation accuracy has not gained min_delta for this many steps (0: off)",
+     {"low": 0}),
+    ("min_delta", "float", "the least gain in validation accuracy that counts as progress for patience",
+     {"low": 0.0, "high": 1.0}),
+    ("eval_every", "int", "steps between validation checks for target and patience", {"low": 1}),
+    ("budgets", "ints", "steps at which the test accuracy is recorded in budget_curve (never used for a choice)",
+     {"low": 1}),
 ))
+
+#: recipe keys added with record schema 3 (see :meth:`Recipe.identity`)
+SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets")
+#: recipe keys of older records and what became of them (see :func:`migrate_recipe`)
+REMOVED_RECIPE_KEYS = {"early_stop": "target (a fraction of the oracle's validation accuracy)"}
+
+
+def migrate_recipe(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored recipe (a record's ``params.train``) in today's keys: a removed key at its old "off" value is
+    dropped; one that was on cannot be rebuilt and raises :class:`ParamError` naming what replaced it."""
+    migrated = dict(stored)
+    for key, replacement in REMOVED_RECIPE_KEYS.items():
+        if migrated.pop(key, 0):
+            raise ParamError(f"train.{key}={stored[key]} was replaced by {replacement}: this recipe cannot be rebuilt")
+    return migrated
 
 
 def _import(path: str) -> Any:
@@ -173,20 +225,26 @@ class TaskSpec(_Spec):
     states, lag, ...): the only parameters a suite's ladder may vary (``docs/suites.md``).
     ``pitfall``, when set, says in one sentence which models the task traps and why (with its
     source); the tokbench scores report such a task in its own column, never averaged in.
+    ``evaluation_axes`` names the declared parameters a trained model may also be evaluated at other
+    values of (``("context_length",)``: the task's rule does not depend on it); ``evaluation_note``
+    says in one sentence why a task declares none, and is the reason its evaluations are not applicable.
     """
 
     kind = "task"
     scoring: str = "last"
     difficulty: tuple[str, ...] = ()
     pitfall: str = ""
+    evaluation_axes: tuple[str, ...] = ()
+    evaluation_note: str = ""
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORINGS:
             raise ValueError(f"task {self.name!r}: scoring must be one of {SCORINGS}, got {self.scoring!r}")
         declared = {p.name for p in self.params}
-        unknown = [name for name in self.difficulty if name not in declared]
-        if unknown:
-            raise ValueError(f"task {self.name!r}: difficulty names undeclared parameters {unknown}")
+        for what, names in (("difficulty", self.difficulty), ("evaluation_axes", self.evaluation_axes)):
+            unknown = [name for name in names if name not in declared]
+            if unknown:
+                raise ValueError(f"task {self.name!r}: {what} names undeclared parameters {unknown}")
 
     def create(self, given: Mapping[str, Any] | None = None) -> Task:
         """Import the implementation and instantiate it with validated parameters."""
@@ -194,7 +252,8 @@ class TaskSpec(_Spec):
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "scoring": self.scoring, "difficulty": list(self.difficulty),
-                "pitfall": self.pitfall}
+                "pitfall": self.pitfall, "evaluation_axes": list(self.evaluation_axes),
+                "evaluation_note": self.evaluation_note}
 
 
 @dataclass(frozen=True)
@@ -203,6 +262,9 @@ class ModelSpec(_Spec):
 
     ``family`` groups models that differ only in a setting (``"transformer"`` for ``transformer-2l``
     and ``transformer-4l``); the tokbench ladder plots draw one line per family. Empty: the name.
+    ``fixed_length`` is empty when the model, built at the training context length, runs unchanged on
+    longer sequences; otherwise one sentence saying why it cannot (learned absolute positions, say),
+    which is the reason its evaluations at another context length are not applicable.
     """
 
     kind = "model"
@@ -210,6 +272,7 @@ class ModelSpec(_Spec):
     predicts: str = "last"
     trained: bool = True
     family: str = ""
+    fixed_length: str = ""
 
     @property
     def family_name(self) -> str:
@@ -232,4 +295,4 @@ class ModelSpec(_Spec):
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe": self.recipe.to_json(), "predicts": self.predicts,
-                "trained": self.trained, "family": self.family_name}
+                "trained": self.trained, "family": self.family_name, "fixed_length": self.fixed_length}

@@ -33,7 +33,9 @@ MAX_SEED = 2**63
 _TOP_KEYS = ("description", "seeds", "budget", "adaptive", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
-_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train", "ladder", "sweep")
+_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train", "ladder", "sweep",
+               "evaluate")
+_MULTIPLE = re.compile(r"^x([1-9][0-9]*)$")  # an evaluation value as a multiple of the training value: "x2"
 _SWEEP_KEYS = ("lr_factors", "weight_decay")
 
 KeyPath = tuple[str | int, ...]
@@ -57,6 +59,9 @@ class GridBlock:
     rung (all lists of one task the same length, easiest rung first); the block trains every rung.
     ``sweep`` is a validation-selected sweep for every model of the block, relative to its own
     recipe: ``lr_factors`` multiply the recipe's lr, ``weight_decay`` lists absolute values.
+    ``evaluate`` maps a task parameter (an evaluation axis, e.g. ``context_length``) to the values a
+    trained model is also evaluated at, each one setting: plain integers, or ``"xN"`` for N times the
+    training value (:func:`evaluation_value`).
     """
 
     index: int
@@ -70,6 +75,32 @@ class GridBlock:
     skip_models: tuple[str, ...] = ()
     ladders: Mapping[str, Mapping[str, list[Any]]] = field(default_factory=dict)
     sweep: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    evaluate: Mapping[str, tuple[int | str, ...]] = field(default_factory=dict)
+
+
+def evaluation_value(value: Any) -> int | str:
+    """One evaluation value as written in a suite or after ``--evaluate``: an integer, or ``"xN"`` (N >= 1 times
+    the training value); raises ``ValueError`` saying what is allowed."""
+    if isinstance(value, str):
+        text = value.strip()
+        if _MULTIPLE.match(text):
+            return text
+        try:
+            value = int(text)
+        except ValueError:
+            pass
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    raise ValueError(f'expected an integer or a multiple of the training value like "x2", got {value!r}')
+
+
+def evaluation_setting(task_params: Mapping[str, Any], axis: str, value: int | str) -> Any:
+    """The value of ``axis`` that ``value`` means for a task trained at ``task_params``: ``"xN"`` is N times the
+    training value; a task without the parameter keeps it as written (its evaluation is not applicable)."""
+    multiple = _MULTIPLE.match(value) if isinstance(value, str) else None
+    if multiple is None or axis not in task_params:
+        return value
+    return int(multiple.group(1)) * task_params[axis]
 
 
 @dataclass(frozen=True)
@@ -238,6 +269,21 @@ class _Checker:
             sweep[key] = tuple(float(x) for x in items)
         return sweep
 
+    def evaluate(self, value: Any, path: KeyPath) -> dict[str, tuple[int | str, ...]]:
+        """``{axis: [values]}``: non-empty lists of integers or ``"xN"`` multiples."""
+        if not isinstance(value, dict) or not value:
+            raise self.fail(path, 'expected [grid.evaluate] with lists of settings, e.g. context_length = ["x2", "x4"]')
+        settings = {}
+        for axis, items in value.items():
+            if not isinstance(items, list) or not items:
+                raise self.fail(path + (axis,), f'{axis} must list the values to evaluate at, e.g. ["x2", "x4"] or '
+                                                f"[64, 128], got {items!r}")
+            try:
+                settings[axis] = tuple(evaluation_value(item) for item in items)
+            except ValueError as exc:
+                raise self.fail(path + (axis,), f"{axis}: {exc}") from None
+        return settings
+
     def value(self, item: Any, path: KeyPath) -> None:
         scalar = (bool, int, float, str)
         if not (isinstance(item, scalar) or (isinstance(item, list) and all(isinstance(x, scalar) for x in item))):
@@ -310,5 +356,6 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             skip_models=check.names(block["skip_models"], path + ("skip_models",)) if "skip_models" in block else (),
             ladders=check.ladders(block["ladder"], path + ("ladder",)) if "ladder" in block else {},
             sweep=check.sweep(block["sweep"], path + ("sweep",)) if "sweep" in block else {},
+            evaluate=check.evaluate(block["evaluate"], path + ("evaluate",)) if "evaluate" in block else {},
         ))
     return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive)

@@ -153,6 +153,15 @@ class Task(ABC):
     def generate(self, n: int, generator: torch.Generator) -> Split:
         """Draw ``n`` samples using only ``generator`` for randomness (vectorised)."""
 
+    def training_batch(self, n: int, generator: torch.Generator) -> Split:
+        """``n`` new training sequences for one step of a ``data = "fresh"`` recipe; ``generator`` is seeded per step.
+
+        Only ``tokens``, ``labels`` and ``references`` are used. The default is :meth:`generate`; a task
+        whose attention targets are costly may override it to skip them (the draw must match ``generate``'s
+        distribution).
+        """
+        return self.generate(n, generator)
+
     @abstractmethod
     def bayes_accuracy(self) -> float:
         """The exact Bayes-optimal accuracy of the data distribution."""

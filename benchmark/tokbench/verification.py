@@ -53,6 +53,9 @@ def same_environment(record: Mapping[str, Any], current: Mapping[str, Any]) -> b
     return all(key in recorded and recorded[key] == here.get(key) for key in ENVIRONMENT_KEYS)
 
 
+SCHEMA_3_METRICS = ("chance_accuracy", "oracle_accuracy")  # every record has them since schema 3
+
+
 def is_accuracy(metric: str) -> bool:
     return metric == "accuracy" or metric.endswith("_accuracy")
 
@@ -82,7 +85,8 @@ def compare(record: Record, rerun: Record, exact: bool) -> Verdict:
     published, again = record["metrics"], rerun["metrics"]
     for metric in sorted(set(published) | set(again)):
         before, after = published.get(metric), again.get(metric)
-        if before == after:
+        if before == after or (metric not in published and record["schema_version"] < 3
+                               and metric in SCHEMA_3_METRICS):  # not computed when the record was written
             continue
         verdict.differences[metric] = (before, after)
         if exact:
@@ -101,25 +105,28 @@ def rerun(record: Record, registry: Any) -> tuple[Record, str | None]:
     default, and the note names it; a stored value that resolves differently here is an
     error (the configuration cannot be rebuilt).
     """
-    from tokbench.grid import Pairing
+    from tokbench.grid import Pairing, Variant
     from tokbench.isolation import execute, set_threads, trainer_provenance
     from tokbench.results import clean, git_commit
+    from tokbench.specs import migrate_recipe
 
     task, model = registry.task(record["task"]), registry.model(record["model"])
     for kind, spec, version in (("task", task, record["task_version"]), ("model", model, record["model_version"])):
         if spec.version != version:
             raise UsageError(f"{kind} {spec.name} is version {spec.version} here, the record has version {version}")
-    pairing = Pairing.of(task, model, task.resolve(record["params"]["task"]), model.resolve(record["params"]["model"]),
-                         model.recipe.override(record["params"]["train"]), record["seed"])
+    stored = {**record["params"], "train": migrate_recipe(record["params"]["train"])}  # a removed key: ParamError
+    variant = Variant(task, model, task.resolve(stored["task"]), model.resolve(stored["model"]),
+                      model.recipe.override(stored["train"]), evaluate=tuple(stored.get("evaluate", ())))
+    pairing = Pairing(variant, record["seed"])
     note = None
     if pairing.config_hash != record["config_hash"]:
-        rebuilt, stored = clean(pairing.variant.params), record["params"]  # as written: tuples are lists
-        changed = [f"{space}.{key}" for space in stored for key, value in stored[space].items()
+        rebuilt = clean(pairing.variant.params)  # as written: tuples are lists
+        changed = [f"{space}.{key}" for space in ("task", "model", "train") for key, value in stored[space].items()
                    if rebuilt[space].get(key) != value]
         if changed:
             raise UsageError(f"the stored {', '.join(changed)} resolve differently here: the configuration cannot "
                              "be rebuilt")
-        added = [f"{space}.{key}={value}" for space in rebuilt for key, value in rebuilt[space].items()
+        added = [f"{space}.{key}={value}" for space in ("task", "model", "train") for key, value in rebuilt[space].items()
                  if key not in stored.get(space, {})]
         note = "parameters added since, at their defaults: " + ", ".join(added)
     set_threads(threads(record))

@@ -27,7 +27,7 @@ TWO_LAYER = ModelSpec(
     implementation="contract_v2_impl:TwoLayerAttention",
     params=(Param("d", "int", 32, "width", low=4, high=64), Param("heads", "int", 2, "heads", choices=(1, 2, 4))),
     recipe=Recipe(optimizer="adamw", lr=3e-2, steps=600, weight_decay=0.01, schedule="cosine", warmup_steps=10,
-                  grad_clip=1.0, early_stop=0.99, eval_every=50),
+                  grad_clip=1.0, target=0.99, eval_every=50),
 )
 
 

@@ -21,7 +21,7 @@ from rich.markup import escape
 from tokbench import adaptive
 from tokbench.commands import loaded_registry, output_console, positive_int
 from tokbench.errors import StorageError, UsageError
-from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
+from tokbench.grid import Pairing, expand, parse_evaluations, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
@@ -57,8 +57,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 instead of the suite's")
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
                      help="parameter override: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
-                     "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, early_stop, "
-                     "eval_every, lr_grid, wd_grid), or a bare KEY for every task, model or recipe that declares it")
+                     "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, data, target, "
+                     "patience, min_delta, eval_every, budgets, lr_grid, wd_grid), or a bare KEY for every task, "
+                     "model or recipe that declares it")
+    run.add_argument("--evaluate", action="append", default=[], metavar="AXIS=VALUES",
+                     help="also evaluate each trained model at these values of a task's evaluation axis, e.g. "
+                     "context_length=x2,x4 (multiples of the training value) or context_length=64,128; replaces "
+                     "the suite's [grid.evaluate]; part of each pairing's identity")
     run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
     run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
                      help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "
@@ -110,8 +115,8 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     lines = map(line, pairings)
     while chunk := "".join(islice(lines, 65536)):  # a grid may have a million lines: write them in large blocks
         sys.stdout.write(chunk)
-    for ladder in _ladder_lines(pairings):
-        print(ladder)
+    for line in [*_ladder_lines(pairings), *_evaluation_lines(pairings)]:
+        print(line)
     print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
 
 
@@ -129,6 +134,29 @@ def _ladder_lines(pairings: list[Pairing]) -> list[str]:
         ordered = [by_index[i] for i in sorted(by_index)]
         axes = "; ".join(f"{key} {' -> '.join(str(r[key]) for r in ordered)}" for key in ordered[0])
         lines.append(f"ladder  {task}: {axes}  ({len(ordered)} rungs x {len(models[task])} models)")
+    return lines
+
+
+def _evaluation_lines(pairings: list[Pairing]) -> list[str]:
+    """One line per task with extra evaluation settings: the settings (of its first variant), and where they
+    will not be applicable (the task lacks the axis, or a model has a fixed length)."""
+    first: dict[str, Pairing] = {}
+    fixed: dict[str, set[str]] = {}
+    for pairing in pairings:
+        if pairing.variant.evaluate:
+            task = pairing.task_spec.name
+            first.setdefault(task, pairing)
+            if pairing.model_spec.fixed_length:
+                fixed.setdefault(task, set()).add(pairing.model_spec.name)
+    lines = []
+    for task, pairing in first.items():
+        evaluations = pairing.variant.evaluate
+        shown = ", ".join(" ".join(f"{k}={v}" for k, v in e.items()) for e in evaluations)
+        if any(k not in pairing.task_spec.evaluation_axes for e in evaluations for k in e):
+            shown += f"; not applicable: {pairing.task_spec.evaluation_note or 'not among its evaluation axes'}"
+        elif task in fixed and any("context_length" in e for e in evaluations):
+            shown += f"; not applicable for {', '.join(sorted(fixed[task]))} (fixed length)"
+        lines.append(f"evaluate  {task}: {shown}")
     return lines
 
 
@@ -173,7 +201,8 @@ def _run(args: argparse.Namespace) -> int:
         start_server()
     registry = loaded_registry()
     suite = load_suite(args.suite)
-    grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings))
+    grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),
+                  parse_evaluations(args.evaluate) if args.evaluate else None)
     if args.shard:
         grid = shard(grid, *parse_shard(args.shard))
         if not grid:  # more array jobs than pairings: the spare ones have nothing to do, which is no error

@@ -210,6 +210,8 @@ class ModelSpec(_Spec):
     predicts: str = "last"
     trained: bool = True
     family: str = ""
+    #: empty when the model runs unchanged at any context length; otherwise one sentence saying why not
+    fixed_length: str = ""
 
     @property
     def family_name(self) -> str:

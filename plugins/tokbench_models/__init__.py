@@ -8,7 +8,10 @@ applies to tasks scored at the last position and to tasks scored at many. The im
 from dataclasses import replace
 
 from tokbench import ModelSpec, Param, Recipe, hookimpl
-from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, T5_PARAMS
+from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, FIXED_LEARNED, T5_PARAMS
+
+# Why the flattened MLP cannot run past its training length (ModelSpec.fixed_length).
+FIXED_LENGTH = "the flattened MLP has one block of first-layer weights per training position"
 
 # nanoGPT's recipe at these sizes: AdamW (betas 0.9, 0.95), weight decay 0.1, linear warm-up then cosine
 # decay, gradient norm clipped at 1. The learning rate is a small model's: 1e-3 (nanoGPT's 6e-4 is for GPT-2).
@@ -72,6 +75,7 @@ LINEAR_ATTENTION = ModelSpec(
     params=_decoder_params(TABLE_ENCODINGS, layers=2, positional="learned"),
     recipe=ADAMW_COSINE,
     predicts="every",
+    fixed_length=f"{FIXED_LEARNED} (its default positional=learned; nope or sinusoidal run at any length)",
 )
 
 # Recurrent nets are classically trained with Adam at a constant rate and clipped gradients.
@@ -121,6 +125,7 @@ MLP = ModelSpec(
     ),
     recipe=Recipe(optimizer="adamw", lr=1e-3, steps=1000, batch_size=64, weight_decay=0.01),
     predicts="every",
+    fixed_length=FIXED_LENGTH,
 )
 
 MAMBA = ModelSpec(

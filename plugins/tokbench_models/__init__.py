@@ -153,7 +153,31 @@ MAMBA = ModelSpec(
 )
 
 
+# Makkuva et al.'s code (Bond1995/Markov): nanoGPT at 1 layer, 1 head, d = 8, tied embeddings; AdamW lr 2e-3,
+# weight decay 1e-3, cosine decay after a 2% warm-up, batch 16, 400 iterations.
+MAKKUVA_RECIPE = Recipe(optimizer="adamw", lr=2e-3, steps=400, batch_size=16, weight_decay=1e-3, betas=(0.9, 0.95),
+                        schedule="cosine", warmup_steps=8)
+TIED = ModelSpec(
+    name="transformer-1l-tied",
+    version="1",
+    family="transformer",
+    description=(
+        "The single-layer transformer of Makkuva et al.'s Markov-chain study: the decoder of `transformer` at 1 "
+        "layer, 1 head, d = 8, learned absolute positions (nanoGPT's), its read-out tied to the token embedding. "
+        "With tying, the unigram predictor (always the stationary law) is a local minimum of the loss on a binary "
+        f"switching chain with p + q > 1. Recipe (their code's): {MAKKUVA_RECIPE.describe()}."
+    ),
+    citation=("Makkuva, Bondaschi, Girish, Nagle, Jaggi, Kim & Gastpar, Attention with Markov: A Framework for "
+              "Principled Analysis of Transformers via Markov Chains, 2024, arXiv:2402.04161"),
+    implementation="tokbench_models.transformer:TiedTransformer",
+    params=_decoder_params(ENCODING_CHOICES, layers=1, heads=1, d=8, positional="learned"),
+    recipe=MAKKUVA_RECIPE,
+    predicts="every",
+    fixed_length=f"{FIXED_LEARNED} (its default positional=learned, as nanoGPT's)",
+)
+
+
 @hookimpl
 def register_models(register):
-    for spec in (*TRANSFORMERS, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
+    for spec in (*TRANSFORMERS, TIED, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
         register(spec)

@@ -153,3 +153,11 @@ class Transformer(TokenModel):
             maps.append(attention)
         logits = self.head(self.ln_final(x))  # (n, T, V)
         return ModelOutput(logits, torch.stack(maps, dim=1) if need_attention else None)  # (n, L, H, T, T)
+
+
+class TiedTransformer(Transformer):
+    """The decoder with its read-out tied to the token embedding (head = E), as in GPT-2 and Makkuva et al. 2024."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        self.head.weight = self.embedding.weight  # one (V, d) matrix embeds the tokens and scores them

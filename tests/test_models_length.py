@@ -40,7 +40,7 @@ def build(name: str, task, **params):
 
 def test_the_models_that_cannot_extend_are_the_expected_ones():
     assert FIXED == ["attn-learned", "attn-onehot-concat", "attn-onehot-concat-zeroinit", "attn-paper-a",
-                     "linear-attention", "mlp"]
+                     "linear-attention", "mlp", "transformer-1l-tied"]
     for name in FIXED:
         reason = registry().model(name).fixed_length
         assert reason.count(".") == 0 and len(reason) > 20, f"{name}: one sentence, got {reason!r}"

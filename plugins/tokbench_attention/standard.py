@@ -98,76 +98,85 @@ class StandardAttention(TokenModel):
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         n, T = tokens.shape
-        slot = int(self.uses_slot)
+        if self.uses_slot:  # the slot is token V, at position T; for query t it moves to t + 1 (_move_slot)
+            tokens = torch.cat([tokens, tokens.new_full((n, 1), self.vocab_size)], dim=1)
+        L = tokens.shape[1]
         # query t has read tokens 0..t; only the last one where only the last position is scored
         ends = torch.arange(T - 1 if self.scoring == "last" else 0, T, device=tokens.device)  # (Q,)
-        query_positions = ends + slot  # a slot sits right after the last token it has read
-        key_positions = torch.arange(T + slot, device=tokens.device)  # the inputs, then the slot's own place
-        token_queries, position_queries = self._project(self.query, T + slot)
-        query_tokens = tokens[:, ends] if not slot else tokens.new_full((n, len(ends)), self.vocab_size)
+        query_positions = ends + int(self.uses_slot)  # a slot sits right after the last token it has read
+        positions = torch.arange(L, device=tokens.device)
+        token_queries, position_queries = self._project(self.query, L)
+        query_tokens = tokens[:, -1:].expand(n, len(ends)) if self.uses_slot else tokens[:, ends]  # the slot is V
         q = token_queries[query_tokens]  # (n, Q, d)
         if position_queries is not None:
             q = q + position_queries[query_positions]
         q = self.positional.rotate(self._heads(q), query_positions)  # (n, Q, H, e)
-        scores = self._scores(q, tokens, query_positions) / math.sqrt(self.head_width)  # (n, H, Q, T + S)
-        bias = self.positional.bias(query_positions, key_positions)  # (H, Q, T + S): the slot column at T
+        scores = self._scores(q, tokens, query_positions) / math.sqrt(self.head_width)  # (n, H, Q, L)
+        bias = self.positional.bias(query_positions, positions)  # (H, Q, L)
         if bias is not None:
-            if slot:  # the slot column holds the query's own position: offset 0
-                own = query_positions.view(1, -1, 1).expand(self.heads, -1, 1)
-                bias = torch.cat([bias[..., :T], bias.gather(2, own)], dim=2)
-            scores = scores + bias
-        future = key_positions > ends[:, None]  # (Q, T + S): the causal mask
-        if slot:
-            future[:, T] = False  # the slot sees itself
-        scores = scores.masked_fill(future, float("-inf"))
-        attention = torch.softmax(scores, dim=-1)  # (n, H, Q, T + S)
+            scores = scores + self._move_slot(bias, bias.gather(2, query_positions.view(1, -1, 1).expand(
+                self.heads, -1, 1))[..., 0])  # the slot's own offset is 0
+        future = positions > ends[:, None]  # (Q, L): the causal mask; the slot sees itself
+        future[:, T:] = False
+        attention = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # (n, H, Q, L)
         logits = self.output(self._average_values(attention, tokens, query_positions).transpose(1, 2).flatten(2))
         if self.scoring == "last":
             logits = logits[:, 0]  # (n, V)
-        return ModelOutput(logits, attention[:, None])  # (n, 1 layer, H, Q, T + S)
+        return ModelOutput(logits, attention[:, None])  # (n, 1 layer, H, Q, L)
+
+    def _move_slot(self, per_key: torch.Tensor, at_query: torch.Tensor) -> torch.Tensor:
+        """``per_key`` (..., Q, L) with the slot's column (L - 1) replaced by ``at_query`` (..., Q), the slot's
+        value at each query's own position, where the queries are many. With one query, after the last token,
+        the slot is already in its place at position T: the layer is then computed exactly as a single query."""
+        if not self.uses_slot or self.scoring == "last":
+            return per_key
+        return torch.cat([per_key[..., :-1], at_query[..., None]], dim=-1)
 
     def _scores(self, q: torch.Tensor, tokens: torch.Tensor, query_positions: torch.Tensor) -> torch.Tensor:
-        """(n, H, Q, T + S) raw scores q_t . k_l of the queries (n, Q, H, e) against every input (and the slot)."""
-        n, T = tokens.shape
-        token_keys, position_keys = self._project(self.key, T + int(self.uses_slot))
+        """(n, H, Q, L) raw scores q_t . k_l of the queries (n, Q, H, e) against every position."""
+        n, L = tokens.shape
+        Q = q.shape[1]
+        token_keys, position_keys = self._project(self.key, L)
         if self.positional.rotates:  # a key depends on its position as well: build every key
-            keys = token_keys.index_select(0, tokens.flatten()).unflatten(0, (n, T))
+            keys = token_keys.index_select(0, tokens.flatten()).unflatten(0, (n, L))
             if position_keys is not None:
-                keys = keys + position_keys[:T]
-            keys = self.positional.rotate(self._heads(keys), torch.arange(T, device=tokens.device))  # (n, T, H, e)
-            scores = torch.einsum("nqhe,nlhe->nhql", q, keys)
-        else:  # score each of the V + 1 token rows once and gather: no (n, T, d) tensor
-            per_token = torch.einsum("nqhe,vhe->nhqv", q, self._heads(token_keys))
-            Q = q.shape[1]
-            scores = per_token.gather(3, tokens[:, None, None, :].expand(n, self.heads, Q, T))
-            if position_keys is not None:
-                scores = scores + torch.einsum("nqhe,lhe->nhql", q, self._heads(position_keys[:T]))
-        if not self.uses_slot:
+                keys = keys + position_keys
+            keys = self.positional.rotate(self._heads(keys), torch.arange(L, device=tokens.device))  # (n, L, H, e)
+            if Q == 1:  # the single query's product, as the published records computed it
+                scores = (keys * q).sum(-1).transpose(1, 2)[:, :, None]
+            else:
+                scores = torch.einsum("nqhe,nlhe->nhql", q, keys)
+            if self.uses_slot and self.scoring != "last":
+                own = token_keys[-1] + (0 if position_keys is None else position_keys[query_positions])  # (Q, d)
+                own = self.positional.rotate(self._heads(own.expand(Q, -1))[None], query_positions)[0]  # (Q, H, e)
+                scores = self._move_slot(scores, torch.einsum("nqhe,qhe->nhq", q, own))
             return scores
-        own = token_keys[-1].expand(len(query_positions), -1)  # the slot's key, at each query's place: (Q, d)
+        # otherwise score each of the V + 1 token rows once and gather: no (n, L, d) tensor
+        per_token = torch.einsum("nqhe,vhe->nhqv", q, self._heads(token_keys))
+        scores = per_token.gather(3, tokens[:, None, None, :].expand(n, self.heads, Q, L))
         if position_keys is not None:
-            own = own + position_keys[query_positions]
-        own = self.positional.rotate(self._heads(own)[None], query_positions)[0]  # (Q, H, e)
-        return torch.cat([scores, torch.einsum("nqhe,qhe->nhq", q, own)[..., None]], dim=3)
+            by_position = torch.einsum("nqhe,lhe->nhql", q, self._heads(position_keys))
+            own = by_position.gather(3, query_positions.view(1, 1, -1, 1).expand(n, self.heads, -1, 1))[..., 0]
+            scores = scores + self._move_slot(by_position, own)
+        return scores
 
     def _average_values(self, attention: torch.Tensor, tokens: torch.Tensor,
                         query_positions: torch.Tensor) -> torch.Tensor:
         """(n, H, Q, e): sum_l a_tl W_v,h x_l, via the attention mass on each token and each position."""
-        n, H, Q, _ = attention.shape
-        T = tokens.shape[1]
-        token_part, position_part = self._project(self.value, T + int(self.uses_slot))
+        n, H, Q, L = attention.shape
+        token_part, position_part = self._project(self.value, L)
         token_values = self._heads(token_part)  # (V + 1, H, e)
         mass = attention.new_zeros(n, H, Q, token_values.shape[0])
-        mass.scatter_add_(3, tokens[:, None, None, :].expand(n, H, Q, T), attention[..., :T])
-        if self.uses_slot:  # the slot's own token row; its position row is added below
-            mass[..., -1] = attention[..., T]
+        mass.scatter_add_(3, tokens[:, None, None, :].expand(n, H, Q, L), attention)
         values = torch.einsum("nhqv,vhe->nhqe", mass, token_values)
-        if position_part is not None:
-            positions = self._heads(position_part)  # (T + S, H, e)
-            values = values + torch.einsum("nhql,lhe->nhqe", attention[..., :T], positions[:T])
-            if self.uses_slot:
-                values = values + attention[..., T, None] * positions[query_positions].transpose(0, 1)
-        return values
+        if position_part is None:
+            return values
+        position_values = self._heads(position_part)  # (L, H, e)
+        if not self.uses_slot or self.scoring == "last":
+            return values + torch.einsum("nhql,lhe->nhqe", attention, position_values)
+        # the slot of query t sits at t + 1: its position row is that one, not row T
+        values = values + torch.einsum("nhql,lhe->nhqe", attention[..., :-1], position_values[:-1])
+        return values + attention[..., -1, None] * position_values[query_positions].transpose(0, 1)
 
     def value_matrix(self) -> torch.Tensor:
         """(V, V): column j holds the logits when every head attends to token j alone (positions left out)."""

@@ -107,7 +107,7 @@ def test_attention_target_rejects_unknown_kinds():
 def test_a_last_position_model_does_not_apply_to_a_positions_task():
     from tokbench.plugins import registry
 
-    reason = registry().model("attn-rope").applicability(contract_v2.PREVIOUS_TOKEN)
+    reason = contract_v2.LAST_POSITION.applicability(contract_v2.PREVIOUS_TOKEN)
     assert reason and "last position" in reason
     assert contract_v2.TWO_LAYER.applicability(registry().task("random-walk")) is None
     with pytest.raises(ValueError, match="scoring"):

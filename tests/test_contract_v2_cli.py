@@ -10,11 +10,11 @@ SIZES = ["--set", "train_size=128", "--set", "val_size=64", "--set", "test_size=
 def test_run_and_leaderboard_through_the_v2_plugin(cli, plugin_site, tmp_path):
     env = plugin_site(v2="contract_v2")
     out = tmp_path / "runs"
-    result = cli("run", "--task", "previous-token", "--model", "two-layer-attention", "attn-rope", "uniform",
-                 "--seeds", "1", *SIZES, "--out", str(out), "-q", env=env)
+    result = cli("run", "--task", "previous-token", "--model", "two-layer-attention", "last-position-attention",
+                 "uniform", "--seeds", "1", *SIZES, "--out", str(out), "-q", env=env)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     records = {r["model"]: r for r in (json.loads(p.read_text()) for p in out.glob("*.json"))}
-    assert set(records) == {"two-layer-attention", "attn-rope", "uniform"}
+    assert set(records) == {"two-layer-attention", "last-position-attention", "uniform"}
 
     learned = records["two-layer-attention"]
     assert learned["status"] == "ok" and learned["metrics"]["accuracy"] >= 0.9
@@ -24,8 +24,8 @@ def test_run_and_leaderboard_through_the_v2_plugin(cli, plugin_site, tmp_path):
     assert learned["params"]["train"]["optimizer"] == "adamw" and learned["params"]["train"]["schedule"] == "cosine"
     assert learned["train"]["steps"] <= learned["params"]["train"]["steps"]
 
-    assert records["attn-rope"]["status"] == "not_applicable"  # predicts only the last position
-    assert "last position" in records["attn-rope"]["error"]
+    assert records["last-position-attention"]["status"] == "not_applicable"  # predicts only the last position
+    assert "last position" in records["last-position-attention"]["error"]
     assert records["uniform"]["status"] == "ok" and records["uniform"]["train"]["steps"] == 0
 
     board = cli("leaderboard", "--records", str(out), "--format", "md", env=env)

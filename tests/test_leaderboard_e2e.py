@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from tokbench.cli import main
+from tokbench.plugins import registry
 
 SIZES = ["--set", "task.train_size=64", "--set", "task.val_size=32", "--set", "task.test_size=64",
          "--set", "task.context_length=12", "--set", "train.steps=5"]
@@ -46,8 +48,10 @@ def test_labels_are_relative_to_the_specs_defaults_not_to_the_first_value(tmp_pa
     assert {t["label"]: t["params"]["p"] for t in data["tasks"]} == {"random-walk": 0.5, "random-walk p=0.2": 0.2}
 
 
-def test_schema_2_records_not_applicable_pairings_show_n_a(tmp_path, capsys):
+def test_schema_2_records_not_applicable_pairings_show_n_a(tmp_path, capsys, monkeypatch):
     """A task scored at every position and a model that predicts only the last one: n/a, never a failure."""
+    last_only = replace(registry().model("attn-nope"), predicts="last")  # the attn-* layers predict every position
+    monkeypatch.setitem(registry().models, last_only.name, last_only)
     runs = tmp_path / "runs"
     small = ["--set", "task.train_size=32", "--set", "task.val_size=16", "--set", "task.test_size=32"]
     assert main(["run", "--task", "mqar", "--model", "uniform", "attn-nope", "--seeds", "3", *small,

@@ -179,7 +179,7 @@ def test_an_untrained_model_does_not_depend_on_the_recipe():
 
 def test_pairing_says_when_it_is_not_applicable():
     reg = registry()
-    task, model = reg.tasks["random-walk"], reg.models["attn-rope"]
+    task, model = reg.tasks["random-walk"], replace(reg.models["attn-rope"], predicts="last")
     positions = replace(task, scoring="positions")
     assert Pairing.of(task, model, task.resolve(), model.resolve(), model.recipe, 0).not_applicable is None
     reason = Pairing.of(positions, model, task.resolve(), model.resolve(), model.recipe, 0).not_applicable

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 
 from run_support import record_files, write_suite
 from tokbench.cli import main
+from tokbench.plugins import registry
 from tokbench.results import load_record, load_records
 from tokbench.specs import Recipe
 
@@ -150,9 +152,11 @@ def test_an_out_folder_that_cannot_be_created_is_an_environment_error(tmp_path, 
     assert f"{blocker / 'runs'}: cannot write records there: Not a directory" in err and not out
 
 
-def test_a_pairing_that_is_not_applicable_gets_its_record_and_is_no_failure(tmp_path, capsys):
-    # mqar is scored at every position; attn-nope predicts only the last one.
-    code, out, err = run(capsys, "--task", "mqar", "--model", "attn-nope", "--seeds", "1", "--out", str(tmp_path))
+def test_a_pairing_that_is_not_applicable_gets_its_record_and_is_no_failure(tmp_path, capsys, monkeypatch):
+    # mqar is scored at every position; attn-nope-last is declared to predict only the last one.
+    last_only = replace(registry().model("attn-nope"), name="attn-nope-last", predicts="last")
+    monkeypatch.setitem(registry().models, last_only.name, last_only)
+    code, out, err = run(capsys, "--task", "mqar", "--model", "attn-nope-last", "--seeds", "1", "--out", str(tmp_path))
     [record] = load_records(tmp_path).records.values()
     assert code == 0, err
     assert record["status"] == "not_applicable" and "predicts only the last position" in record["error"]

@@ -27,8 +27,8 @@ class ModelOutput(NamedTuple):
                predicts after every input (causal: position t sees ``tokens[:, :t + 1]``).
     attention: (n, L, H, Q, T + S): per layer and head, each query's weights over the
                T input positions followed by S >= 0 extra slots (a query slot attends to
-               itself). Q = 1 (the last input, or a query slot) for a model that predicts
-               after the last input, Q = T for one that predicts after every input.
+               itself). Q = 1 (the last input, or a query slot) where the logits are (n, V),
+               Q = T where they are (n, T, V).
                Rows sum to 1. ``None`` for models without attention, or when the
                forward pass was not asked for it.
     """

@@ -427,7 +427,7 @@ def check_forward(model: TokenModel, task: Task, split: Split, predicts: str, wh
     assert bool(torch.isfinite(output.logits).all()), f"logits are not finite{where}"
     if output.attention is not None:
         assert output.attention.dim() == 5, f"attention must be (n, L, H, Q, T + S){where}"
-        queries = 1 if predicts == "last" else T
+        queries = 1 if output.logits.dim() == 2 else T  # one query where only the last position is predicted
         _check_attention("attention", output.attention, (n, *output.attention.shape[1:3], queries), T)
 
 

@@ -7,13 +7,19 @@ from dataclasses import replace
 
 from tokbench import ModelSpec, Param, Recipe, hookimpl
 
+# Why a model cannot run past its training length (ModelSpec.fixed_length); the encodings say it too.
+FIXED_LEARNED = "learned absolute positions: the table has one trained row per training position"
+FIXED_CONCAT = ("orthogonal positions concatenated to the tokens: the input width holds one dimension per "
+                "training position")
+
 PAPER_A = ModelSpec(
     name="attn-paper-a",
     version="2",
     family="attention (1 layer)",
     description=(
         "The single attention layer of [A]: one-hot tokens with orthogonal positions concatenated, a zero "
-        "query slot at position N, f = V X softmax(X~^T W x~_N) without scaling, loss -log(f_y + eps). "
+        "query slot at position N, f = V X softmax(X~^T W x~_N) without scaling, loss -log(f_y + eps); on a "
+        "task scored at many positions, a slot after every prefix under a causal mask. "
         "Recipe: full-batch GD, lr 1, 50 steps, zero init, float64, one-hot positions of norm 20."
     ),
     citation="Shi & Cao, NeurIPS 2025, arXiv:2511.23239",
@@ -31,6 +37,8 @@ PAPER_A = ModelSpec(
         Param("eps", "float", 0.1, "eps in the loss -log(f_y + eps)", low=1e-12),
     ),
     recipe=Recipe(optimizer="gd", lr=1.0, steps=50, batch_size=0),
+    predicts="every",
+    fixed_length=FIXED_CONCAT,
 )
 
 
@@ -61,20 +69,24 @@ CONCAT_PARAMS = (
           choices=("onehot", "sinusoidal")),
     Param("position_norm", "float", 1.0, "norm of every position vector", low=1e-6),
 )
-# encoding key: (implementation class in standard.py, what the encoding does, its own parameters)
+# encoding key: (implementation class in standard.py, what the encoding does, its own parameters,
+# why it cannot run past its training length or "")
 VARIANTS = {
-    "nope": ("NoPEAttention", "no positional encoding (NoPE)", ()),
-    "sinusoidal": ("SinusoidalAttention", "fixed sinusoids added to the embeddings", (BASE,)),
-    "learned": ("LearnedPositionAttention", "a learned absolute position table added to the embeddings", ()),
-    "rope": ("RoPEAttention", "rotary position embedding (RoPE) of queries and keys", (BASE,)),
-    "alibi": ("ALiBiAttention", "ALiBi: a fixed linear distance penalty with the paper's slope per head", ()),
-    "t5bias": ("T5BiasAttention", "a T5-style learned bias per head and relative-offset bucket", T5_PARAMS),
+    "nope": ("NoPEAttention", "no positional encoding (NoPE)", (), ""),
+    "sinusoidal": ("SinusoidalAttention", "fixed sinusoids added to the embeddings", (BASE,), ""),
+    "learned": ("LearnedPositionAttention", "a learned absolute position table added to the embeddings", (),
+                FIXED_LEARNED),
+    "rope": ("RoPEAttention", "rotary position embedding (RoPE) of queries and keys", (BASE,), ""),
+    "alibi": ("ALiBiAttention", "ALiBi: a fixed linear distance penalty with the paper's slope per head", (), ""),
+    "t5bias": ("T5BiasAttention", "a T5-style learned bias per head and relative-offset bucket", T5_PARAMS, ""),
     "onehot-concat": ("ConcatPositionAttention",
-                      "orthogonal equal-norm positions concatenated to the embeddings as in [A]", CONCAT_PARAMS),
+                      "orthogonal equal-norm positions concatenated to the embeddings as in [A]", CONCAT_PARAMS,
+                      FIXED_CONCAT),
 }
 
 
-def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...], **defaults: str) -> ModelSpec:
+def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...], fixed_length: str,
+                   **defaults: str) -> ModelSpec:
     """A family member; ``defaults`` overrides parameter defaults for a named preset."""
     params = tuple(replace(p, default=defaults.get(p.name, p.default)) for p in STANDARD_PARAMS)
     start = ", ".join(f"{key} {value}" for key, value in defaults.items()) or "query last, init default"
@@ -83,8 +95,10 @@ def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...],
         version="1",
         family="attention (1 layer)",
         description=(
-            f"Standard single-layer softmax attention, {encoding}: embeddings of width d, one query (last token "
-            f"or slot), 1/sqrt(d/heads) scaling, value and output projections to logits, cross-entropy; "
+            f"Standard single-layer softmax attention, {encoding}: embeddings of width d, one query after the "
+            f"last token (the token itself or a slot), or after every token under a causal mask where a task is "
+            f"scored at many positions, 1/sqrt(d/heads) scaling, value and output projections to logits, "
+            f"cross-entropy; "
             f"{start}. Recipe: {STANDARD_RECIPE.describe()}; where a task needs another lr, set "
             f"train.lr_grid (chosen on the validation split, never on test)."
         ),
@@ -92,6 +106,8 @@ def _standard_spec(name: str, cls: str, encoding: str, extra: tuple[Param, ...],
         implementation=f"tokbench_attention.standard:{cls}",
         params=params + extra,
         recipe=STANDARD_RECIPE,
+        predicts="every",
+        fixed_length=fixed_length,
     )
 
 

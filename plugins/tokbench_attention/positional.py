@@ -1,14 +1,20 @@
 """Swappable positional encodings for the standard attention layer (standard.py).
 
-An encoding sees the L positions 0..L-1 of one layer's input (the query sits at
-position L-1) and acts in exactly one of three places, so that each variant has
-one job:
+An encoding sees the positions 0, 1, ... of one layer's input and acts in exactly
+one of three places, so that each variant has one job:
 
 - ``table``:  give a position table that is added to, or concatenated with, the inputs;
 - ``rotate``: rotate queries and keys by their positions (RoPE);
 - ``bias``:   add a per-head score bias that depends on the two positions.
 
 The base class does nothing in all three: it is NoPE.
+
+An encoding is built for ``length`` positions, the training context, but computes
+what it gives from the positions it is asked about, so a model runs unchanged on
+longer inputs. Two cannot: a learned table has no row past ``length``, and
+``length`` orthogonal vectors span only ``length`` dimensions. They say why in
+``fixed_length`` and raise :class:`tokbench.errors.NotApplicable` when asked for
+more positions, never wrapping around or truncating.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from tokbench.errors import ParamError
+from tokbench.errors import NotApplicable, ParamError
+from tokbench_attention import FIXED_CONCAT, FIXED_LEARNED
 from tokbench_attention.paper_a import position_vectors
 
 
@@ -40,10 +47,22 @@ class PositionalEncoding(nn.Module):
     rotates = False
     #: the table is concatenated to the inputs rather than added
     concatenated = False
+    #: empty when the encoding extends to any number of positions; otherwise why it cannot
+    fixed_length = ""
 
-    def table(self) -> torch.Tensor | None:
-        """(L, width) added to the inputs at positions 0..L-1, or (L, p) concatenated to them."""
+    def table(self, count: int | None = None) -> torch.Tensor | None:
+        """(count, width) added to the inputs at positions 0..count-1, or (count, p) concatenated to them.
+
+        ``count`` defaults to the ``length`` the encoding was built for.
+        """
         return None
+
+    def _within(self, count: int | None) -> int:
+        """``count`` (default ``length``), or NotApplicable past ``length`` for an encoding of fixed length."""
+        count = self.length if count is None else count
+        if count > self.length:
+            raise NotApplicable(f"{self.fixed_length}: built for {self.length} positions, asked for {count}")
+        return count
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """(n, P, H, head_width) queries or keys at ``positions`` (P,) -> same shape."""
@@ -59,7 +78,10 @@ class NoPE(PositionalEncoding):
 
 
 def sinusoid_table(length: int, width: int, base: float) -> torch.Tensor:
-    """(length, width) table of Vaswani et al.: sin and cos of pos * base^(-2i/width), interleaved."""
+    """(length, width) table of Vaswani et al.: sin and cos of pos * base^(-2i/width), interleaved.
+
+    Row p depends on p alone, so the first rows of a longer table are the shorter table.
+    """
     position = torch.arange(length, dtype=torch.float64)[:, None]
     frequency = base ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)
     angles = position * frequency  # (length, ceil(width / 2))
@@ -73,23 +95,27 @@ class SinusoidalAdded(PositionalEncoding):
 
     def __init__(self, params: dict[str, Any], length: int, width: int, heads: int) -> None:
         super().__init__(params, length, width, heads)
-        self.register_buffer("sinusoids", sinusoid_table(length, width, params["base"]))
+        self.base = params["base"]
+        self.register_buffer("sinusoids", sinusoid_table(length, width, self.base))
 
-    def table(self) -> torch.Tensor:
-        return self.sinusoids
+    def table(self, count: int | None = None) -> torch.Tensor:
+        if count is None or count <= self.length:
+            return self.sinusoids[:count]
+        return sinusoid_table(count, self.width, self.base).to(self.sinusoids.device)  # the same rows, and more
 
 
 class LearnedAdded(PositionalEncoding):
     """A learned absolute position table added to the token embeddings (N(0, 1) like an embedding)."""
 
     separable = False
+    fixed_length = FIXED_LEARNED
 
     def __init__(self, params: dict[str, Any], length: int, width: int, heads: int) -> None:
         super().__init__(params, length, width, heads)
         self.learned = nn.Parameter(torch.randn(length, width))
 
-    def table(self) -> torch.Tensor:
-        return self.learned
+    def table(self, count: int | None = None) -> torch.Tensor:
+        return self.learned[:self._within(count)]
 
 
 class OrthogonalConcat(PositionalEncoding):
@@ -102,14 +128,15 @@ class OrthogonalConcat(PositionalEncoding):
 
     separable = False
     concatenated = True
+    fixed_length = FIXED_CONCAT
 
     def __init__(self, params: dict[str, Any], length: int, width: int, heads: int) -> None:
         super().__init__(params, length, width, heads)
         vectors = position_vectors(length, length, params["positions"], params["position_norm"], torch.float32)
         self.register_buffer("vectors", vectors)
 
-    def table(self) -> torch.Tensor:
-        return self.vectors
+    def table(self, count: int | None = None) -> torch.Tensor:
+        return self.vectors[:self._within(count)]
 
 
 class RoPE(PositionalEncoding):
@@ -127,13 +154,14 @@ class RoPE(PositionalEncoding):
         if head_width % 2:
             raise ParamError(f"RoPE rotates pairs of dimensions: d/heads = {head_width} must be even")
         frequency = params["base"] ** (-torch.arange(0, head_width, 2, dtype=torch.float64) / head_width)
-        angles = torch.arange(length, dtype=torch.float64)[:, None] * frequency  # (L, head_width / 2)
-        self.register_buffer("turns", torch.polar(torch.ones_like(angles), angles).to(torch.complex64))
+        self.register_buffer("frequency", frequency, persistent=False)  # (head_width / 2,)
 
     def rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        # pairs of dimensions as complex numbers, turned by e^(i * position * frequency)
+        # pairs of dimensions as complex numbers, turned by e^(i * position * frequency): any position
+        angles = positions.to(torch.float64)[:, None] * self.frequency  # (P, head_width / 2)
+        turns = torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
         pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)).contiguous())  # (n, P, H, head_width / 2)
-        return torch.view_as_real(pairs * self.turns[positions][:, None, :]).flatten(-2)
+        return torch.view_as_real(pairs * turns[:, None, :]).flatten(-2)
 
 
 def alibi_slopes(heads: int) -> torch.Tensor:
@@ -160,7 +188,7 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", alibi_slopes(heads))
 
     def bias(self, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
-        distance = (query_positions[:, None] - key_positions[None, :]).abs().to(self.slopes)
+        distance = (query_positions[:, None] - key_positions[None, :]).abs().to(self.slopes)  # any distance
         return -self.slopes[:, None, None] * distance
 
 

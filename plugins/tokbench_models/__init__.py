@@ -8,7 +8,10 @@ applies to tasks scored at the last position and to tasks scored at many. The im
 from dataclasses import replace
 
 from tokbench import ModelSpec, Param, Recipe, hookimpl
-from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, T5_PARAMS
+from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, FIXED_LEARNED, T5_PARAMS
+
+# Why the flattened MLP cannot run past its training length (ModelSpec.fixed_length).
+FIXED_LENGTH = "the flattened MLP has one block of first-layer weights per training position"
 
 # nanoGPT's recipe at these sizes: AdamW (betas 0.9, 0.95), weight decay 0.1, linear warm-up then cosine
 # decay, gradient norm clipped at 1. The learning rate is a small model's: 1e-3 (nanoGPT's 6e-4 is for GPT-2).
@@ -72,6 +75,7 @@ LINEAR_ATTENTION = ModelSpec(
     params=_decoder_params(TABLE_ENCODINGS, layers=2, positional="learned"),
     recipe=ADAMW_COSINE,
     predicts="every",
+    fixed_length=f"{FIXED_LEARNED} (its default positional=learned; nope or sinusoidal run at any length)",
 )
 
 # Recurrent nets are classically trained with Adam at a constant rate and clipped gradients.
@@ -121,6 +125,7 @@ MLP = ModelSpec(
     ),
     recipe=Recipe(optimizer="adamw", lr=1e-3, steps=1000, batch_size=64, weight_decay=0.01),
     predicts="every",
+    fixed_length=FIXED_LENGTH,
 )
 
 MAMBA = ModelSpec(
@@ -148,7 +153,31 @@ MAMBA = ModelSpec(
 )
 
 
+# Makkuva et al.'s code (Bond1995/Markov): nanoGPT at 1 layer, 1 head, d = 8, tied embeddings; AdamW lr 2e-3,
+# weight decay 1e-3, cosine decay after a 2% warm-up, batch 16, 400 iterations.
+MAKKUVA_RECIPE = Recipe(optimizer="adamw", lr=2e-3, steps=400, batch_size=16, weight_decay=1e-3, betas=(0.9, 0.95),
+                        schedule="cosine", warmup_steps=8)
+TIED = ModelSpec(
+    name="transformer-1l-tied",
+    version="1",
+    family="transformer",
+    description=(
+        "The single-layer transformer of Makkuva et al.'s Markov-chain study: the decoder of `transformer` at 1 "
+        "layer, 1 head, d = 8, learned absolute positions (nanoGPT's), its read-out tied to the token embedding. "
+        "With tying, the unigram predictor (always the stationary law) is a local minimum of the loss on a binary "
+        f"switching chain with p + q > 1. Recipe (their code's): {MAKKUVA_RECIPE.describe()}."
+    ),
+    citation=("Makkuva, Bondaschi, Girish, Nagle, Jaggi, Kim & Gastpar, Attention with Markov: A Framework for "
+              "Principled Analysis of Transformers via Markov Chains, 2024, arXiv:2402.04161"),
+    implementation="tokbench_models.transformer:TiedTransformer",
+    params=_decoder_params(ENCODING_CHOICES, layers=1, heads=1, d=8, positional="learned"),
+    recipe=MAKKUVA_RECIPE,
+    predicts="every",
+    fixed_length=f"{FIXED_LEARNED} (its default positional=learned, as nanoGPT's)",
+)
+
+
 @hookimpl
 def register_models(register):
-    for spec in (*TRANSFORMERS, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
+    for spec in (*TRANSFORMERS, TIED, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
         register(spec)

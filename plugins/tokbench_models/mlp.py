@@ -27,6 +27,7 @@ from torch import nn
 from tokbench.errors import NotApplicable
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.task import Task
+from tokbench_models import FIXED_LENGTH
 
 MAX_FIRST_LAYER = 2**24  # weights of W1 (T V w) beyond which the FCN is not built (64 MiB in float32)
 
@@ -50,6 +51,8 @@ class FlattenedMLP(TokenModel):
         nn.init.uniform_(self.first.weight, -(T * V) ** -0.5, (T * V) ** -0.5)
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        if tokens.shape[1] != len(self.offsets):
+            raise NotApplicable(f"{FIXED_LENGTH}: built for {len(self.offsets)} positions, given {tokens.shape[1]}")
         rows = self.first(tokens + self.offsets)  # W1[s, s_s]: (n, T, w)
         if self.scoring == "last":  # only the last position is scored: the FCN alone, T times cheaper
             h = rows.sum(1) + self.position_bias[-1]  # (n, w)

@@ -12,7 +12,9 @@ Positional encodings are the single-layer family's (``tokbench_attention.positio
 a table is added to (or concatenated with, then projected back to d) the embeddings
 once; a rotation or a score bias acts in every layer, shared by all of them, as in T5.
 The mixer of a block is a class attribute, so linear attention (linear_attention.py)
-reuses everything here with another mixer.
+reuses everything here with another mixer. Positions are computed for the input at
+hand: the decoder runs on inputs longer than the context it was built for, except
+with a learned or concatenated table, which raises NotApplicable (positional.py).
 """
 from __future__ import annotations
 
@@ -140,7 +142,7 @@ class Transformer(TokenModel):
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         x = self.embedding(tokens)  # (n, T, d)
-        table = self.encoding.table()  # (T, d) added, or (T, p) concatenated, or None
+        table = self.encoding.table(tokens.shape[1])  # (T, d) added, or (T, p) concatenated, or None
         if self.inlet is not None:
             x = self.inlet(torch.cat([x, table.expand(len(x), -1, -1)], dim=-1))
         elif table is not None:
@@ -151,3 +153,11 @@ class Transformer(TokenModel):
             maps.append(attention)
         logits = self.head(self.ln_final(x))  # (n, T, V)
         return ModelOutput(logits, torch.stack(maps, dim=1) if need_attention else None)  # (n, L, H, T, T)
+
+
+class TiedTransformer(Transformer):
+    """The decoder with its read-out tied to the token embedding (head = E), as in GPT-2 and Makkuva et al. 2024."""
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        self.head.weight = self.embedding.weight  # one (V, d) matrix embeds the tokens and scores them

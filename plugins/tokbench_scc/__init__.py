@@ -64,7 +64,8 @@ PAPER_B = ModelSpec(
     family="attention (1 layer)",
     description=(
         "The attention layer of [B]: f(X) = X^T softmax(X W x_T), fixed token embeddings, identity value map, "
-        "only W (d x d) trained; P(k) = attention mass on token k, loss -log(P(y) + eps). Recipe: full-batch "
+        "only W (d x d) trained; P(k) = attention mass on token k, loss -log(P(y) + eps); on a task scored at "
+        "many positions every token queries the ones up to it (a causal mask). Recipe: full-batch "
         "normalised GD, lr 0.01, 4000 steps, float64."
     ),
     citation=CITATION_B,
@@ -79,6 +80,7 @@ PAPER_B = ModelSpec(
               low=1e-300),
     ),
     recipe=Recipe(optimizer="ngd", lr=0.01, steps=4000, batch_size=0),
+    predicts="every",
 )
 
 

@@ -9,6 +9,8 @@ deterministic: loss 0).
 
 Model ``two-layer-attention``: two causal softmax attention layers with two heads
 each, predicting at every position and returning attention per layer and head.
+Model ``last-position-attention``: the same layers declared to predict only the last
+position, so that it is not applicable to ``previous-token``.
 """
 from tokbench import ModelSpec, Param, Recipe, TaskSpec, hookimpl
 
@@ -31,6 +33,13 @@ TWO_LAYER = ModelSpec(
 )
 
 
+LAST_POSITION = ModelSpec(
+    name="last-position-attention", version="1",
+    description="Declares that it predicts only the last position (tests not-applicable pairings).",
+    implementation="contract_v2_impl:TwoLayerAttention", params=TWO_LAYER.params,
+)
+
+
 @hookimpl
 def register_tasks(register):
     register(PREVIOUS_TOKEN)
@@ -39,3 +48,4 @@ def register_tasks(register):
 @hookimpl
 def register_models(register):
     register(TWO_LAYER)
+    register(LAST_POSITION)

@@ -179,6 +179,8 @@ class TaskSpec(_Spec):
     scoring: str = "last"
     difficulty: tuple[str, ...] = ()
     pitfall: str = ""
+    evaluation_axes: tuple[str, ...] = ()
+    evaluation_note: str = ""
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORINGS:

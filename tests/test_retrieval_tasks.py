@@ -250,6 +250,19 @@ def test_sparse_selection_labels_a_selected_token_each_equally_often():
     assert chisquare(counts.numpy()).pvalue > 1e-4
 
 
+@pytest.mark.parametrize("V, q", [(8, 1), (8, 3), (4, 8), (2, 5)])
+def test_sparse_selection_one_selection_falls_short_of_averaging(V, q):
+    """The pointer reference (the token the last input names) reaches (1 + (q - 1)/V)/q, the averaging Bayes
+    predictor E[max count]/q: equal for q <= 2, apart from q = 3 on."""
+    task = make("sparse-selection", vocab_size=V, num_tokens=12, q=q)
+    n = 40_000
+    split = task.generate(n, torch.Generator().manual_seed(4))
+    hits = int((split.references["pointer"] == split.labels).sum())
+    assert binomtest(hits, n, task.pointer_accuracy()).pvalue > 1e-4
+    assert torch.equal(split.references["average"], task.bayes_predict(split.tokens))
+    assert (task.pointer_accuracy() < task.bayes_accuracy() - 0.03) == (q >= 3)
+
+
 def test_mqar_default_has_filler_and_a_varied_query_gap():
     """Zoology's smallest setting, T = 16N: most slots are filler, so the power law places the queries and the
     gap between a key and its query varies (with T = 4N every slot holds a query and the gap is fixed)."""

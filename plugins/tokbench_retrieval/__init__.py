@@ -101,7 +101,9 @@ SPARSE_SELECTION = TaskSpec(
         "the label is a sample of it (the data token at one of the q named positions, uniformly), so the "
         "expected cross-entropy of training is the cross-entropy against that average up to a constant. "
         "Bayes predictor: a most frequent selected value, right with probability its count / q; Bayes accuracy "
-        "E[max count] / q and Bayes loss exact (q = 1: pointer retrieval, optimum 1). Annotation "
+        "E[max count] / q and Bayes loss exact (q = 1: pointer retrieval, optimum 1). References: pointer "
+        "(the token the last input names, a single selection: accuracy (1 + (q-1)/V)/q, below the optimum from "
+        "q = 3) and average (the Bayes predictor), reported as agree_pointer and agree_average. Annotation "
         "selected_attention: the graded target 1/q on each selected position (1 - total variation). "
         "Difficulty axes: num_tokens (the context), q, vocab_size."
     ),

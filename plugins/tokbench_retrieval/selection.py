@@ -51,8 +51,20 @@ class SparseSelection(Task):
         which = torch.randint(0, q, (n, 1), generator=generator)
         labels = data.gather(1, selected.gather(1, which))[:, 0]
         target = torch.zeros(n, self.context_length).scatter_(1, selected, 1.0 / q)
-        return Split(torch.cat([data, V + selected], dim=1), labels,
-                     {"selected_attention": AttentionTarget(target, kind="distribution")})
+        tokens = torch.cat([data, V + selected], dim=1)
+        return Split(tokens, labels, {"selected_attention": AttentionTarget(target, kind="distribution")},
+                     {"pointer": self.pointer_predict(tokens), "average": self.bayes_predict(tokens)})
+
+    def pointer_predict(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The data token at the position the last input names: one selection, no averaging. It is right with
+        probability (1 + (q - 1) / V) / q, below the optimum from q = 3 on."""
+        N = self.params["num_tokens"]
+        return tokens.gather(1, (tokens[:, -1:] - self.values).clamp(0, N - 1))[:, 0]
+
+    def pointer_accuracy(self) -> float:
+        """The accuracy of :meth:`pointer_predict`: its value is the label w.p. 1/q, and another selected one
+        equals it w.p. 1/V."""
+        return (1 + (self.q - 1) / self.values) / self.q
 
     def selected_counts(self, tokens: torch.Tensor) -> torch.Tensor:
         """(n, V + num_tokens) occurrences of each value among the q named data tokens (0 beyond V)."""
@@ -87,7 +99,8 @@ class SparseSelection(Task):
         p = self.params
         return (f"{self.spec.name} v{self.spec.version}: {p['num_tokens']} data tokens over {self.values} values, "
                 f"q={self.q} position tokens; input vocabulary {self.vocab_size}, context length "
-                f"{self.context_length}; Bayes-optimal accuracy {self.bayes_accuracy():.4f}")
+                f"{self.context_length}; Bayes-optimal accuracy {self.bayes_accuracy():.4f}, one selection (the "
+                f"last-named token) {self.pointer_accuracy():.4f}")
 
 
 def max_count_distribution(V: int, q: int) -> np.ndarray:

@@ -51,8 +51,7 @@ def expected(law) -> torch.Tensor:
 IN_CONTEXT = [
     ("icl-markov", {"states": 2, "context_length": 3, "alpha": 1.0}),
     ("icl-markov", {"states": 3, "context_length": 3, "alpha": 0.5}),
-    ("causal-graph", {"states": 2, "context_length": 4, "graph": "icl"}),
-    ("causal-graph", {"states": 3, "context_length": 3, "graph": "random", "graph_seed": 3, "alpha": 2.0}),
+    ("icl-markov", {"states": 2, "context_length": 4, "alpha": 0.1}),
 ]
 
 
@@ -91,6 +90,58 @@ def test_in_context_sampler_follows_the_exact_law(name, params):
     assert chisquare(observed.numpy(), expected(law)).pvalue > 1e-4
 
 
+CAUSAL = [
+    {"states": 2, "context_length": 5, "graph": "icl", "alpha": 0.1},
+    {"states": 3, "context_length": 4, "graph": "random", "graph_seed": 3, "alpha": 2.0},
+    {"states": 2, "context_length": 5, "graph": "chain", "alpha": 1.0},
+]
+
+
+def causal_law(task) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every (context, query, label) of Nichani et al.'s process and its probability: the query is a uniform
+    root at position T - 1 and the label its child (a draw from pi[query]), pi integrated out."""
+    S, T = task.states, task.context_length
+    parents = task.parents.tolist() + [ROOT, T - 1]
+    full = all_sequences(S, T + 1)
+    law = torch.tensor([dirichlet_marginal(x, parents, S, task.alpha) for x in full.tolist()], dtype=torch.float64)
+    return full, law
+
+
+@pytest.mark.parametrize("params", CAUSAL)
+def test_causal_graph_predictor_accuracy_and_sampler_match_brute_force(params):
+    task = create("causal-graph", **params)
+    S, T = task.states, task.context_length
+    full, law = causal_law(task)
+    assert law.sum().item() == pytest.approx(1.0, abs=1e-12)
+    tokens, labels = full[:, :T], full[:, T]
+    # the predictive of the label is the ratio of marginals P(context, query, j) / P(context, query)
+    joint = law.view(-1, S)
+    assert torch.allclose(task.predictive(tokens[::S]), joint / joint.sum(1, keepdim=True), rtol=0, atol=1e-12)
+    exact = float((law * (task.bayes_predict(tokens) == labels).double()).sum())
+    estimate, se = task._bayes_estimate
+    assert abs(estimate - exact) <= 4 * se, f"Monte Carlo {estimate:.5f} +- {se:.1e}, exact {exact:.5f}"
+    split = task.generate(SAMPLES, torch.Generator().manual_seed(0))
+    index = (torch.cat([split.tokens, split.labels[:, None]], 1) * S ** torch.arange(T, -1, -1)).sum(1)
+    observed = torch.bincount(index, minlength=S ** (T + 1)).double()
+    assert chisquare(observed.numpy(), expected(law)).pvalue > 1e-4
+
+
+def test_causal_graph_is_nichani_et_al_s_setting():
+    """One query at the last position (scored there only), alpha 0.1, the paper's S = 10 and T = 20."""
+    spec = registry().task("causal-graph")
+    task = spec.create({})
+    assert spec.scoring == "last" and (task.states, task.context_length, task.alpha) == (10, 20, 0.1)
+    split = task.make_split("test", 0)
+    assert split.labels.shape == (len(split),)
+    # the query's transitions: the positions whose parent holds the query token, never the query itself
+    target = split.attention_targets["transition_attention"].weights
+    parents = task.parents.clamp(min=0)
+    expected_mask = (task.parents != ROOT) & (split.tokens[:, parents] == split.tokens[:, -1:])
+    seen = expected_mask.any(1)  # else no position is better than another, and every one is marked
+    assert torch.equal(target[seen, :-1], expected_mask[seen]) and bool(target[~seen, :-1].all())
+    assert 0 < int(seen.sum()) < len(split) and not bool(target[:, -1].any())
+
+
 def test_markov_switch_matches_brute_force():
     task = create("markov-switch", p=0.3, q=0.9, context_length=4)
     P, pi = task.kernel, task.stationary
@@ -123,7 +174,7 @@ def test_unigram_reference_is_the_in_context_majority():
     assert task.references(tokens)["unigram"].tolist() == [[2, 1, 1, 1, 2]]  # ties to the smaller token
 
 
-@pytest.mark.parametrize("name", ["icl-markov", "markov-switch", "causal-graph"])
+@pytest.mark.parametrize("name", ["icl-markov", "markov-switch"])
 def test_generation_is_vectorised(name):
     """100,000 sequences of length 64 (tokens and next tokens) in under a second of this process's CPU time, on
     one thread. A split's annotations (the reference strategies' and Bayes predictions) come on top."""
@@ -142,27 +193,28 @@ def test_generation_is_vectorised(name):
 
 
 def test_graphs():
-    icl = create("causal-graph", graph="icl", context_length=6)
-    assert icl.parents.tolist() == [ROOT, 0, ROOT, 2, ROOT, 4, ROOT]
-    assert icl.scored.tolist() == [True, False, True, False, True, False]
-    chain = create("causal-graph", graph="chain", context_length=4)
-    assert chain.parents.tolist() == [ROOT, 0, 1, 2, 3]
-    random = create("causal-graph", graph="random", context_length=40, graph_seed=5)
-    assert random.parents[0] == ROOT and bool((random.parents[1:] < torch.arange(1, 41)).all())
-    assert bool((random.parents[1:] >= 0).all())
-    assert torch.equal(random.parents, create("causal-graph", graph="random", context_length=40, graph_seed=5).parents)
-    assert not torch.equal(random.parents, create("causal-graph", graph="random", context_length=40).parents)
+    icl = create("causal-graph", graph="icl", context_length=8)
+    assert icl.parents.tolist() == [ROOT, 0, ROOT, 2, ROOT, 4, ROOT]  # the 7 positions before the query
+    chain = create("causal-graph", graph="chain", context_length=5)
+    assert chain.parents.tolist() == [ROOT, 0, 1, 2]
+    random = create("causal-graph", graph="random", context_length=41, graph_seed=5)
+    assert bool((random.parents < torch.arange(40)).all()) and bool((random.parents >= ROOT).all())
+    assert torch.equal(random.parents, create("causal-graph", graph="random", context_length=41, graph_seed=5).parents)
+    assert not torch.equal(random.parents, create("causal-graph", graph="random", context_length=41).parents)
+    # a longer graph from the same seed extends the shorter one (evaluation at a longer context)
+    longer = create("causal-graph", graph="random", context_length=161, graph_seed=5).parents
+    assert torch.equal(longer[:40], random.parents)
 
 
-def test_parent_attention_target_counts_the_children():
-    task = create("causal-graph", graph="icl", context_length=6, test_size=3)
-    split = task.make_split("test", 0)
-    target = split.attention_targets["parent_attention"]
-    assert (target.layer, target.head) == ("first", "best")
-    assert target.queries[0].tolist() == [False, True, False, True, False, True]
-    assert (split.labels[0] != IGNORE).tolist() == [True, False, True, False, True, False]
-    rows, cols = target.weights[0].nonzero().T.tolist()
-    assert list(zip(rows, cols)) == [(1, 0), (3, 2), (5, 4)]
+def test_random_graph_roots_are_as_in_nichani_et_al():
+    """single_parent.py: position i's parent is uniform over {root, 0, .., i - 1}, so later positions are roots
+    too (with probability 1/(i + 1)), not only position 0."""
+    parents = torch.stack([create("causal-graph", graph="random", context_length=21, graph_seed=seed).parents
+                           for seed in range(4000)])
+    assert bool((parents[:, 0] == ROOT).all())
+    for i in (1, 4, 9):
+        counts = torch.bincount(parents[:, i] + 1, minlength=i + 1)
+        assert len(counts) == i + 1 and chisquare(counts.numpy()).pvalue > 1e-4
 
 
 def test_attention_metric_averages_over_the_targets_queries():

@@ -97,11 +97,17 @@ def test_markov_switch_single_layer_stalls_at_the_unigram_only_for_p_plus_q_abov
     assert p_value < 0.05, f"p + q = 1.4: {above} of 10 runs at the unigram predictor, against {below} (p = {p_value:.2g})"
 
 
-def test_causal_graph_two_layers_find_the_parents_in_the_first_layer():
-    """Nichani et al.'s in-context learning graph (pairs x -> y): the first layer of a two-layer attention-only
-    transformer attends from every y to its x (0.90 after 3,000 steps at d = 32; 0.89 after 2,000)."""
-    task = registry().task("causal-graph").create({"graph": "icl", "states": 4, "context_length": 32,
+def test_causal_graph_two_layers_answer_the_query_by_its_transitions_one_layer_cannot():
+    """Nichani et al.'s in-context learning graph (pairs x -> y, alpha 0.1) with one query s at the end: a two-layer
+    attention-only transformer answers like the Bayes predictor, its last layer attending from the query to the y's
+    whose x is s (measured: agreement 0.93, attention 0.83, excess loss 0.057 +- 0.012 after 3,000 steps); one layer
+    cannot find them (agreement 0.50, attention 0.24)."""
+    task = registry().task("causal-graph").create({"graph": "icl", "states": 4, "context_length": 32, "alpha": 0.1,
                                                    "train_size": 20000, "val_size": 100, "test_size": 1000})
-    two = train(task, spec(2, d=32, **{**NOTEBOOK, "lr": 1e-2, "steps": 3000})).metrics
-    assert two["parent_attention"] >= 0.9, f"two layers: first-layer attention on the parent {two['parent_attention']:.3f}"
-    assert two["excess_loss"] < 0.03, f"two layers: excess loss {two['excess_loss']:.4f}"
+    recipe = {**NOTEBOOK, "lr": 1e-2, "steps": 3000}
+    two = train(task, spec(2, d=32, **recipe)).metrics
+    assert two["agree_bigram"] >= 0.9, f"two layers agree with the Bayes predictor on {two['agree_bigram']:.3f}"
+    assert two["transition_attention"] >= 0.75, f"two layers: attention on the transitions {two['transition_attention']:.3f}"
+    assert two["excess_loss"] < 0.1, f"two layers: excess loss {two['excess_loss']:.4f}"
+    one = train(task, spec(1, d=32, **recipe)).metrics
+    assert one["agree_bigram"] < 0.7, f"one layer agrees with the Bayes predictor on {one['agree_bigram']:.3f}"

@@ -2,7 +2,7 @@
 
 - ``icl-markov``: a fresh Markov chain per sequence, learnt in context (statistical induction heads);
 - ``markov-switch``: one binary chain, whose stationary (unigram) predictor is a local minimum;
-- ``causal-graph``: a latent graph over positions, with transitions drawn per sequence.
+- ``causal-graph``: a latent graph over positions, with transitions drawn per sequence, and one query.
 
 See docs/tasks/markov.md. The implementations are imported only when a run builds a task.
 """
@@ -51,6 +51,7 @@ ICL_MARKOV = TaskSpec(
     ),
     citation=CITATION_EDELMAN,
     implementation="tokbench_markov.incontext:InContextMarkov",
+    evaluation_axes=("context_length",),
     params=(*_in_context_params(2, 100), *_SIZES),
 )
 
@@ -58,8 +59,6 @@ MARKOV_SWITCH = TaskSpec(
     name="markov-switch",
     version="1",
     difficulty=("p", "q", "context_length"),
-    pitfall=("Makkuva et al. 2024: for p + q > 1 the unigram predictor (always the stationary law) is a "
-             "local minimum where single-layer transformers can stall short of the bigram optimum."),
     scoring="positions",
     description=(
         "One binary Markov chain for all data (Makkuva et al. 2024): P = [[1-p, p], [q, 1-q]], x_0 from the "
@@ -68,10 +67,13 @@ MARKOV_SWITCH = TaskSpec(
         "nats (exact); the unigram predictor (always pi) has loss h(p / (p + q)) and is a local minimum for "
         "single-layer transformers when p + q > 1 (shown by the paper for weight-tied models). "
         "Diagnostics: agreement with the stationary (unigram) and kernel (bigram) predictions. p, q in [0, 1], "
-        "p + q > 0; the gap between the two losses, and p + q against 1, set the difficulty."
+        "p + q > 0; the gap between the two losses, and p + q against 1, set the difficulty. No pitfall is "
+        "declared: the trap is shown for a single-layer transformer with tied input and output embeddings, "
+        "which no registered model is, and the last-token baseline is Bayes-optimal here."
     ),
     citation=CITATION_MAKKUVA,
     implementation="tokbench_markov.switch:MarkovSwitch",
+    evaluation_axes=("context_length",),
     params=(
         Param("p", "float", 0.6, "switching probability 0 -> 1", low=0.0, high=1.0),
         Param("q", "float", 0.8, "switching probability 1 -> 0", low=0.0, high=1.0),
@@ -82,24 +84,30 @@ MARKOV_SWITCH = TaskSpec(
 
 CAUSAL_GRAPH = TaskSpec(
     name="causal-graph",
-    version="1",
+    version="2",
     difficulty=("states", "context_length"),
-    scoring="positions",
     description=(
-        "In-context causal structure (Nichani et al. 2024): one latent graph over the T + 1 positions, fixed "
-        "for the task (`graph`: chain, icl pairs or random parents drawn from `graph_seed`); each sequence "
-        "draws its own S x S transition matrix, rows iid Dirichlet(alpha); roots are uniform (the paper "
-        "draws them from the stationary law) and every other token comes from its parent's token. The label "
-        "at t is x_{t+1} wherever x_{t+1} has a parent. Bayes predictor: the posterior mean of the in-context "
-        "transitions out of the parent's token (count x_i over positions i whose parent holds that token, "
-        "add alpha, normalise); loss metrics against it. Diagnostics: first-layer attention of every child "
-        "position on its parent (the graph), best head; agreement with the unigram and Bayes predictors. "
-        "Difficulty: S, and how far parents lie (random > icl > chain)."
+        "In-context causal structure (Nichani et al. 2024, single_parent.py): one latent graph over the first "
+        "T - 1 positions, fixed for the task (`graph`: chain, icl pairs, or random: position i's parent uniform "
+        "over {root, 0, .., i-1}, drawn from `graph_seed`); each sequence draws its own S x S transition matrix "
+        "pi, rows iid Dirichlet(alpha), alpha = 0.1 as in the paper; roots are uniform (the paper draws them "
+        "from pi's stationary law, which would make the count predictor only approximately Bayes) and every "
+        "other token comes from its parent's row. The last position holds a query s, uniform over the states; "
+        "the label is a draw from pi[s] (the paper's target is the row itself: the expected cross-entropy "
+        "against a draw is that against the row plus the row's entropy). Bayes predictor: the posterior mean "
+        "of pi[s], counting x_i over positions i whose parent holds s, adding alpha; loss metrics against it. "
+        "Annotation transition_attention: the last layer's attention of the query on those positions (best "
+        "head; every context position when there are none). At a longer context the random graph extends the training one, so its new positions have "
+        "parents a model never saw in training. Difficulty: S, T, and how far parents lie."
     ),
     citation=CITATION_NICHANI,
     implementation="tokbench_markov.incontext:CausalGraph",
+    evaluation_axes=("context_length",),
     params=(
-        *_in_context_params(4, 32),
+        Param("states", "int", 10, "S, the number of states (the vocabulary)", low=2, high=32),
+        Param("context_length", "int", 20, "T: T - 1 graph positions, then the query", low=2, high=512),
+        Param("alpha", "float", 0.1, "Dirichlet concentration of each transition row (Nichani et al.: 0.1)",
+              low=0.05, high=100.0),
         Param("graph", "str", "random", "the latent graph over positions", choices=("chain", "icl", "random")),
         Param("graph_seed", "int", 0, "seed of the random graph", low=0),
         *_SIZES,

@@ -18,6 +18,10 @@ CITATION_COPY = (
     "Gu & Dao, Mamba: Linear-Time Sequence Modeling with Selective State Spaces, arXiv:2312.00752; "
     "Poli et al., Mechanistic Design and Scaling of Hybrid Architectures, ICML 2024, arXiv:2403.17844"
 )
+CITATION_MAJORITY = (
+    "Merrill, Sabharwal & Smith, Saturated Transformers are Constant-Depth Threshold Circuits, TACL 2022, "
+    "arXiv:2106.16213 (binary MAJORITY); the V-token version with random tie breaks is tokbench's own"
+)
 CITATION_SPARSE = (
     "Sanford, Hsu & Telgarsky, Representational Strengths and Limitations of Transformers, NeurIPS 2023, "
     "arXiv:2306.02896; Wang, Wei, Hsu & Lee, Transformers Provably Learn Sparse Token Selection While "
@@ -32,29 +36,32 @@ _SIZES = (
 
 MQAR = TaskSpec(
     name="mqar",
-    version="1",
+    version="2",
     difficulty=("num_kv_pairs", "context_length", "vocab_size", "num_queries"),
     description=(
         "Multi-query associative recall (Zoology): key-value pairs k1 v1 ... kN vN with distinct keys from "
         "[1, V/2) and distinct values from [V/2, V), then queries of num_queries of the keys at even offsets "
         "(slot g drawn without replacement with weight (g+1)^(power_a-1)), filler token 0 elsewhere. Scored at "
         "each query: the label is the queried key's value, never written after it. Keys are unique, so the "
-        "Bayes-optimal accuracy is 1. Annotation value_attention: the query's attention on the position of "
-        "its value (an induction head's target). Difficulty axes: num_kv_pairs, context_length, vocab_size."
+        "Bayes-optimal accuracy is 1. Defaults: Zoology's smallest setting, T = 64 with N = 4 (T = 16N, so "
+        "most of the context is filler and the query gaps vary), with V = 256 (Zoology: 8192). Annotation "
+        "value_attention: the query's attention on the position of its value (an induction head's target). "
+        "Difficulty axes: num_kv_pairs, context_length (filler), vocab_size, each varied on its own."
     ),
     citation=CITATION_MQAR,
     implementation="tokbench_retrieval.recall:MQAR",
     scoring="positions",
+    evaluation_axes=("context_length",),
     params=(
-        Param("vocab_size", "int", 64, "V: keys from [1, V/2), values from [V/2, V), 0 is the filler", low=4),
-        Param("context_length", "int", 32, "T: 2N tokens of pairs, then (T - 2N) // 2 query slots", low=4),
+        Param("vocab_size", "int", 256, "V: keys from [1, V/2), values from [V/2, V), 0 is the filler", low=4),
+        Param("context_length", "int", 64, "T: 2N tokens of pairs, then (T - 2N) // 2 query slots", low=4),
         Param("num_kv_pairs", "int", 4, "N: key-value pairs (N < V/2 keys are needed)", low=1),
         Param("num_queries", "int", 4, "keys queried, each once (at most N and at most the query slots)", low=1),
         Param("power_a", "float", 0.01, "query slot weight (g+1)^(a-1): 0.01 as Zoology favours early "
               "slots, 1 is uniform", low=1e-6, high=1.0),
         *_SIZES,
     ),
-    examples=({"context_length": 64, "num_kv_pairs": 8, "num_queries": 8},
+    examples=({"context_length": 128, "num_kv_pairs": 8, "num_queries": 8},
               {"vocab_size": 10, "context_length": 12, "num_kv_pairs": 4, "num_queries": 2}),
 )
 
@@ -71,6 +78,7 @@ SELECTIVE_COPY = TaskSpec(
     ),
     citation=CITATION_COPY,
     implementation="tokbench_retrieval.recall:SelectiveCopy",
+    evaluation_axes=("context_length",),
     scoring="positions",
     params=(
         Param("vocab_size", "int", 16, "V: data tokens 0..V-3, blank V-2, copy V-1", low=3),
@@ -84,18 +92,25 @@ SELECTIVE_COPY = TaskSpec(
 
 SPARSE_SELECTION = TaskSpec(
     name="sparse-selection",
-    version="1",
+    version="2",
     difficulty=("q", "num_tokens", "vocab_size"),
     description=(
-        "Discrete sparse token selection (q-sparse averaging of Sanford et al.; Wang et al.): num_tokens data "
-        "tokens i.i.d. from {0..V-1}, then q position tokens V+i naming q distinct positions i in random order. "
-        "The label, after the last position token, is the sum of the selected data tokens mod V (q = 1: pointer "
-        "retrieval). It is a function of the input, so the Bayes-optimal accuracy is 1. Annotation "
-        "selected_attention: the graded target 1/q on each selected position (1 - total variation). Difficulty axes: num_tokens (the "
-        "context), q, vocab_size."
+        "Discrete q-sparse averaging (Sanford et al.'s qSA; Wang et al.'s sparse token selection): num_tokens "
+        "data tokens i.i.d. from {0..V-1}, then q position tokens V+i naming q distinct positions i in random "
+        "order. The target, after the last position token, is the average of the q selected one-hot tokens; "
+        "the label is a sample of it (the data token at one of the q named positions, uniformly), so the "
+        "expected cross-entropy of training is the cross-entropy against that average up to a constant. "
+        "Bayes predictor: a most frequent selected value, right with probability its count / q; Bayes accuracy "
+        "E[max count] / q and Bayes loss exact (q = 1: pointer retrieval, optimum 1). References: pointer "
+        "(the token the last input names, a single selection: accuracy (1 + (q-1)/V)/q, below the optimum from "
+        "q = 3) and average (the Bayes predictor), reported as agree_pointer and agree_average. Annotation "
+        "selected_attention: the graded target 1/q on each selected position (1 - total variation). "
+        "Difficulty axes: num_tokens (the context), q, vocab_size."
     ),
     citation=CITATION_SPARSE,
     implementation="tokbench_retrieval.selection:SparseSelection",
+    evaluation_note=("A longer context needs new position tokens V + i (the input vocabulary is V + num_tokens), "
+                     "which a model trained at the shorter length has never embedded."),
     params=(
         Param("vocab_size", "int", 8, "V: data values and labels 0..V-1 (the input vocabulary is V + num_tokens)",
               low=2),
@@ -111,17 +126,20 @@ MAJORITY = TaskSpec(
     version="1",
     difficulty=("vocab_size", "context_length"),
     pitfall=("The answer needs the counts of the whole context, which averaging gives: a model that "
-             "selects a few tokens cannot count them, the opposite of the other retrieval tasks."),
+             "selects a few tokens cannot count them (Merrill et al. 2022: hard attention cannot recognise "
+             "MAJORITY, uniform attention can), the opposite of the other retrieval tasks."),
     description=(
         "In-context majority: T tokens i.i.d. uniform over {0..V-1}; the label is the most frequent token, a "
         "tie broken uniformly at random among the tied tokens. Bayes-optimal accuracy E[1/m], m the number of "
         "tied tokens, computed exactly. Averaging is the solution (uniform attention gives the counts): the "
         "annotation uniform_attention is the uniform target over the context (1 - total variation). The "
-        "contrast task to selection. Difficulty axes: vocab_size (more "
-        "ties, smaller margins), context_length (larger counts to compare)."
+        "contrast task to selection. The V-token generalisation of MAJORITY (Merrill et al. 2022 prove a "
+        "saturated-attention layer recognises the binary language by uniform attention). Difficulty axes: "
+        "vocab_size (more ties, smaller margins), context_length (larger counts to compare)."
     ),
-    citation=CITATION_A,
+    citation=CITATION_MAJORITY,
     implementation="tokbench_retrieval.selection:Majority",
+    evaluation_axes=("context_length",),
     params=(
         Param("vocab_size", "int", 4, "V: tokens 0..V-1", low=2),
         Param("context_length", "int", 16, "T: tokens counted", low=1),
@@ -143,6 +161,7 @@ LAG_WALK = TaskSpec(
     ),
     citation=CITATION_A,
     implementation="tokbench_retrieval.lag:LagWalk",
+    evaluation_axes=("context_length",),
     params=(
         Param("K", "int", 6, "nodes on the circle (the vocabulary)", low=3),
         Param("k", "int", 2, "walks interleaved: the label continues the k-th last input", low=1),

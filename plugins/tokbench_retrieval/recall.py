@@ -19,6 +19,21 @@ def source_target(n: int, T: int, rows: torch.Tensor, columns: torch.Tensor) -> 
     return AttentionTarget(mask, kind="mass", layer="last", head="best")
 
 
+def distinct_draws(n: int, M: int, N: int, generator: torch.Generator) -> torch.Tensor:
+    """(n, N) int64: per row, N distinct values of [0, M) in uniformly random order.
+
+    Floyd's algorithm (a uniformly random N-subset in N draws, so its cost does not grow with M, unlike
+    the top N of M uniforms), then a uniformly random order.
+    """
+    chosen = torch.empty(n, N, dtype=torch.int64)
+    for k, j in enumerate(range(M - N, M)):
+        draw = (torch.rand(n, generator=generator, dtype=torch.float64) * (j + 1)).long()
+        taken = (chosen[:, :k] == draw[:, None]).any(1)
+        chosen[:, k] = torch.where(taken, j, draw)
+    order = torch.rand(n, N, generator=generator).argsort(dim=1)
+    return chosen.gather(1, order)
+
+
 class MQAR(DeterministicTask):
     """Zoology's multi-query associative recall, with filler token 0 between the queries."""
 
@@ -48,9 +63,8 @@ class MQAR(DeterministicTask):
 
     def generate(self, n: int, generator: torch.Generator) -> Split:
         V, T, N, Q = self.vocab_size, self.context_length, self.params["num_kv_pairs"], self.params["num_queries"]
-        # the top N of i.i.d. uniforms: N distinct draws in random order
-        keys = 1 + torch.rand(n, V // 2 - 1, generator=generator).topk(N, dim=1).indices
-        values = V // 2 + torch.rand(n, V - V // 2, generator=generator).topk(N, dim=1).indices
+        keys = 1 + distinct_draws(n, V // 2 - 1, N, generator)
+        values = V // 2 + distinct_draws(n, V - V // 2, N, generator)
         # Zoology draws the slots one after another without replacement, each with probability proportional
         # to its weight: the Q smallest Exp(1) / weight, in increasing order, have exactly that law
         weights = (torch.arange(1, self.query_slots + 1, dtype=torch.float64)) ** (self.params["power_a"] - 1)

@@ -23,6 +23,8 @@ SCC_AUTOMATON = TaskSpec(
     ),
     citation=CITATION_B,
     implementation="tokbench_scc.tasks:SCCAutomatonTask",
+    evaluation_note=("A sequence holds T distinct tokens of the K in the vocabulary (T <= K), so its context "
+                     "cannot grow past K; a longer context is a larger vocabulary, another automaton."),
     params=(
         Param("K", "int", 6, "tokens in the vocabulary", low=2),
         Param("context_length", "int", 4, "T distinct tokens per sequence, the last one the query (T <= K)", low=1),
@@ -48,6 +50,8 @@ SCC_IMPLICIT_BIAS = TaskSpec(
     ),
     citation=CITATION_B,
     implementation="tokbench_scc.tasks:SCCImplicitBiasTask",
+    evaluation_note=("A training-set task: it studies the implicit bias on one fixed dataset, with no test "
+                     "distribution to evaluate elsewhere (and T <= K bounds the context)."),
     params=(
         Param("variant", "str", "cyclic", "acyclic: every G^(k) acyclic; cyclic: at least one has a cycle",
               choices=("acyclic", "cyclic")),

@@ -21,10 +21,13 @@ RANDOM_WALK = TaskSpec(
     description=(
         "Walk on a circle of K nodes, +1 with probability p and -1 otherwise; predict the next node "
         "from the T = N-1 visited nodes. Markov, so the parent token (the last input) is all that "
-        "matters; Bayes-optimal accuracy max(p, 1-p). Defaults are the setting of [A]."
+        "matters; Bayes-optimal accuracy max(p, 1-p). Defaults are the setting of [A]. A reproduction task: the "
+        "last-token baseline is optimal, so it says nothing about which model selects better (lag-walk, where "
+        "the parent is k positions back, is the ranked variant)."
     ),
     citation=CITATION_A,
     implementation="tokbench_walks.walks:RandomWalk",
+    evaluation_axes=("context_length",),
     params=(
         Param("K", "int", 6, "nodes on the circle (the vocabulary)", low=3),
         Param("context_length", "int", 96, "inputs per sequence, N-1 in [A]", low=1),
@@ -37,13 +40,20 @@ DETERMINISTIC_WALK = TaskSpec(
     name="deterministic-walk",
     version="1",
     difficulty=("K", "laps"),
-    pitfall=("[A]: gradient descent from zero initialisation keeps a single attention layer at the random "
-             "guess 1/K, since the average of a context of whole laps carries no information."),
+    pitfall=("[A] proves that gradient descent from zero initialisation keeps its single attention layer at "
+             "the random guess 1/K, since the average of whole laps carries no information; the symmetric point "
+             "is an unstable saddle that rounding can leave, so attn-paper-a escapes to 1.0 on some seeds and "
+             "machines (docs/science.md)."),
     description=(
         "The p = 1 walk of [A]: always +1, so every input fixes the label and the Bayes-optimal "
         "accuracy is 1. The context covers `laps` full laps (N = rK + 1), so the plain average of "
-        "the inputs is uninformative: the pitfall where [A]'s layer stays at 1/K from zero init."
+        "the inputs is uninformative: the pitfall where [A]'s layer stays at 1/K from zero init. A "
+        "reproduction task: the last-token baseline is optimal. The context length is laps x K, so a "
+        "longer context is evaluated through `laps`."
     ),
+    evaluation_axes=("laps",),
+    evaluation_note=("The context length is laps x K (whole laps, so that the average stays uninformative): "
+                     "evaluate longer contexts through laps, e.g. laps x2."),
     citation=CITATION_A,
     implementation="tokbench_walks.walks:DeterministicWalk",
     params=(

@@ -309,14 +309,24 @@ def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line
         warmup = round(recipe.warmup_steps * suite.max_steps / recipe.steps)
         recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": warmup})
     for path, given in tables:
-        for key, value in given.items():
-            _located(suite.where("grid", block.index, "train", *path, key), lambda: recipe.override({key: value}))
-        recipe = recipe.override(given)
+        recipe = _located_table(suite, block, path, recipe, given)
     recipe = recipe.override(command_line)
     if block.sweep and model.trained:
         recipe = _located(suite.where("grid", block.index, "sweep"),
                           lambda: _swept(recipe, block.sweep, command_line))
     return recipe
+
+
+def _located_table(suite: Suite, block: GridBlock, path: tuple[str, ...], recipe: Recipe,
+                   given: Mapping[str, Any]) -> Recipe:
+    """``recipe`` with one ``[grid.train]`` table applied as a whole (keys may depend on each other, e.g.
+    ``data = "fresh"`` with a ``batch_size``); an error names the first key that fails on its own, else the table."""
+    try:
+        return recipe.override(given)
+    except ParamError:
+        for key, value in given.items():
+            _located(suite.where("grid", block.index, "train", *path, key), lambda: recipe.override({key: value}))
+        return _located(suite.where("grid", block.index, "train", *path), lambda: recipe.override(given))
 
 
 def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]], command_line: Mapping[str, Any]) -> Recipe:

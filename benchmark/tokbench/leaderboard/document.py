@@ -160,8 +160,8 @@ def _scored(report: Report, images: Sequence[Image], level: int) -> list[Block]:
     scores = report.scores
     assert scores is not None
     scale = "; ".join(scores.scales)
-    caption = (f"{report.budget} Scale: {scale} (1 = the oracle on the same test sequences"
-               f"{', 0 = chance' if 'chance' in scale else ''}); the parenthesis is the 95% interval, n the fewest "
+    one = "1 = the oracle on the same test sequences, 0 = chance" if "chance" in scale else "1 = the Bayes optimum"
+    caption = (f"{report.budget} Scale: {scale} ({one}); the parenthesis is the 95% interval, n the fewest "
                "seeds of any cell behind the score. Baselines and oracles are kept apart from the ranking.")
     blocks: list[Block] = [Heading("Scores", level), score_table(scores, caption, report.lengths),
                            *([Bullets(report.claims)] if report.claims else []), *(i for i in images if i.leads)]

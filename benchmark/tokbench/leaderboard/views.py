@@ -206,14 +206,17 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
         if why:
             without.setdefault("; ".join(why), []).append(row_header(row))
     notes += [f"{OVERALL}: none for {', '.join(models)} ({why})" for why, models in without.items()]
-    notes += _reasons(scores, lengths)
+    notes += _reasons(scores, lengths, lengths_only=True)
     return Table("Scores", headers, [line(r) for r in scores.ranked], notes, caption=caption,
                  pinned=[line(r) for r in scores.pinned])
 
 
-def _reasons(scores: Scores, lengths: Lengths | None, only: str | None = None) -> list[str]:
-    """One note per reason a score is n/a, naming the models and columns it applies to (``only``: one column)."""
-    tables = [("", scores), *((f" at {name}", table) for name, table in (lengths.tables.items() if lengths else ()))]
+def _reasons(scores: Scores, lengths: Lengths | None, only: str | None = None, lengths_only: bool = False
+             ) -> list[str]:
+    """One note per reason a score is n/a, naming the models and columns it applies to (``only``: one column;
+    ``lengths_only``: the evaluation settings alone, where the notes on Overall do not already say it)."""
+    tables = [*([] if lengths_only else [("", scores)]),
+              *((f" at {name}", table) for name, table in (lengths.tables.items() if lengths else ()))]
     found: dict[str, list[str]] = {}
     for suffix, table in tables:
         for row in table.rows:

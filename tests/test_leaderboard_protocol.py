@@ -166,3 +166,32 @@ def test_every_section_states_its_commits_and_the_method_follows_the_table():
     assert "Produced at 2 commits (" + "a" * 40 + " " in html
     assert html.index("<table") < html.index("<details><summary>How the scores are computed")
     assert html.index("<table") < html.index("<details><summary>Method")
+
+
+def test_plots_read_at_a_glance_budget_and_length_curves():
+    from tokbench.leaderboard.plots import LEGEND_SIZE, budget_curves, ladders, length_curves, plan
+
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.5, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    walk = {"K": [4, 8], "context_length": [8, 16]}
+    recs = (v3(_model("mqar", "transformer", [1.0, 1.0], axes=walk, family="transformer"), chance=0.1,
+               budget={100: 0.5}, evaluations=ok)
+            + v3(_model("mqar", "gru", [1.0, 1.0], axes=walk, family="rnn"), chance=0.1, budget={100: 0.4},
+                 evaluations=ok))
+    for rec in recs:  # each rung evaluated at twice its own training length
+        rec["evaluations"] = [{**ok[0], "overrides": {"context_length": 2 * rec["params"]["task"]["context_length"]}}]
+    report = build_report(sections(recs, "tokbench")[0])
+    fig = ladders(report.board, report.scores)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    assert all(t.get_fontsize() == LEGEND_SIZE for t in ax.get_legend().get_texts())
+    markers = {line.get_marker() for line in ax.get_lines() if line.get_marker() in ("o", "s", "D", "^")}
+    assert len(markers) == 2  # the two families overlap at 1.0: different markers tell them apart
+    assert "all at optimum" in [t.get_text() for t in ax.texts]
+    budget_ax = [a for a in budget_curves(report).axes if a.get_visible()][0]
+    assert [t.get_text() for t in budget_ax.get_xticklabels()] == ["100", "final"]
+    assert {line.get_label() for line in budget_ax.get_lines()} >= {"transformer", "rnn"}
+    length_ax = [a for a in length_curves(report).axes if a.get_visible()][0]
+    assert [t.get_text() for t in length_ax.get_xticklabels()] == ["trained", "context_length x2"]
+    assert {line.get_label() for line in length_ax.get_lines()} == {"transformer", "gru"}
+    html = render([report.section], "html", {"tokbench": [p.image for p in plan(report, "tokbench-")]})
+    assert '<img src="plots/tokbench-ladders.svg"' in html

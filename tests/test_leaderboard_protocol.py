@@ -183,7 +183,8 @@ def test_plots_read_at_a_glance_budget_and_length_curves():
     report = build_report(sections(recs, "tokbench")[0])
     fig = ladders(report.board, report.scores)
     (ax,) = [a for a in fig.axes if a.get_visible()]
-    assert all(t.get_fontsize() == LEGEND_SIZE for t in ax.get_legend().get_texts())
+    (legend,) = fig.legends  # one legend under the panels, at body-text size, covering no line
+    assert all(t.get_fontsize() == LEGEND_SIZE for t in legend.get_texts())
     markers = {line.get_marker() for line in ax.get_lines() if line.get_marker() in ("o", "s", "D", "^")}
     assert len(markers) == 2  # the two families overlap at 1.0: different markers tell them apart
     assert "all at optimum" in [t.get_text() for t in ax.texts]

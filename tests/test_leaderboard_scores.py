@@ -257,7 +257,8 @@ def test_ladder_plot_panels_share_a_scale_and_mark_pitfalls():
     assert len({ax.get_ylim() for ax in axes}) == 1
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["4 / 8", "8 / 16", "16 / 32"]
     assert axes[0].get_xlabel() == "K / context_length"
-    assert all(len(ax.get_legend().get_texts()) <= 11 for ax in axes)  # <= 10 families and the optimum
+    (legend,) = fig.legends  # one shared legend: <= 10 families and the optimum
+    assert len(legend.get_texts()) <= 11
     (leading,) = [p for p in plan(build_report(sections(_suite())[0])) if p.image.leads]
     assert isinstance(leading.image, Image) and leading.image.path == "plots/ladders.png"
     assert leading.svg and leading.image.svg == "plots/ladders.svg"  # the HTML page shows the key plot as SVG

@@ -154,7 +154,7 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
     return blocks
 
 
-def _scored(report: Report, images: Sequence[Image], level: int) -> list[Block]:
+def _scored(report: Report, images: Sequence[Image], level: int, brief: bool) -> list[Block]:
     """A section with ladders leads with its score table (the budget in its caption), the claims, the leading
     plots, the scores by budget and by evaluation length; its method follows, folded."""
     scores = report.scores
@@ -173,7 +173,8 @@ def _scored(report: Report, images: Sequence[Image], level: int) -> list[Block]:
                              "sequences drawn at longer ones, scored on the same scale with that setting's own "
                              "chance and oracle."),
                    *(length_table(report.board, scores, report.lengths, ladder) for ladder in scores.ladders)]
-    blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
+    if not brief:
+        blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
     return blocks
 
 
@@ -185,7 +186,7 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     blocks: list[Block] = [Paragraph(report.provenance)]
     scores = report.scores
     if scores is not None:
-        blocks += _scored(report, images, level)
+        blocks += _scored(report, images, level, brief)
     linked = details is not None and not brief
     if not (linked and scores is not None):
         blocks += _tables(board, level)

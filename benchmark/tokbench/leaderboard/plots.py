@@ -250,15 +250,16 @@ def ladders(board: Leaderboard, scores: Scores) -> Any:
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
     top = max((s.high if s.high is not None else s.mean for _, lines in panels for _, (_, stats) in lines
                for s in stats if s is not None), default=1.0)
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
     for ax, (ladder, lines) in zip(axes, panels):
         colors = _colors(len(lines))
         for index, (name, (label, stats)) in enumerate(lines):
             means = [s.mean if s else math.nan for s in stats]
             errors = [[s.mean - s.low if s and s.interval else 0.0 for s in stats],
                       [s.high - s.mean if s and s.interval else 0.0 for s in stats]]
-            ax.errorbar(range(len(stats)), means, yerr=errors, marker=MARKERS[index % len(MARKERS)], markersize=5,
+            ax.errorbar(range(len(stats)), means, yerr=errors, marker=markers[name], markersize=5,
                         linewidth=1, capsize=2, fillstyle="none", color=palette[name] if palette else colors[index],
-                        label=_text(label))
+                        label=_text(name if palette else label))
         _say_if_all_at_optimum(ax, [s.mean for _, (_, stats) in lines for s in stats if s is not None])
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="optimum")
         ax.set_ylim(0, max(1.05, 1.02 * top))  # one scale for every panel
@@ -267,11 +268,25 @@ def ladders(board: Leaderboard, scores: Scores) -> Any:
         ax.set_ylabel(_scale_label(scores))
         ax.tick_params(labelleft=True)
         ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
-        ax.legend(fontsize=LEGEND_SIZE, loc="lower left")
+        if not palette:  # colours differ per panel: each panel names its own lines
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    if palette:
+        _shared_legend(fig, axes)
     fig.suptitle("Ladders: mean score per rung (easiest first), the best member of each model family")
     return fig
+
+
+def _shared_legend(fig: Any, axes: Any) -> None:
+    """One legend under every panel, at body-text size: the lines keep their colour and marker across panels, and
+    no legend covers a line."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=LEGEND_SIZE,
+               ncols=min(4, len(entries)), frameon=False)
 
 
 def _scale_label(scores: Scores) -> str:
@@ -317,10 +332,11 @@ def budget_curves(report: Report) -> Any:
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
     names = sorted({name for _, lines in panels for name, _ in lines})
     palette = dict(zip(names, _colors(len(names)))) if len(names) <= LINES_PER_PANEL else {}
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
     for ax, (ladder, lines) in zip(axes, panels):
-        for index, (name, means) in enumerate(lines):
-            ax.plot(xs, means, marker=MARKERS[index % len(MARKERS)], fillstyle="none", linewidth=1,
-                    color=palette.get(name), label=_text(name))
+        for name, means in lines:
+            ax.plot(xs, means, marker=markers[name], fillstyle="none", linewidth=1, color=palette.get(name),
+                    label=_text(name))
         _say_if_all_at_optimum(ax, [m for _, means in lines for m in means if not math.isnan(m)])
         ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="optimum")
         ax.set_xscale("log")
@@ -330,9 +346,12 @@ def budget_curves(report: Report) -> Any:
         ax.set_ylabel(_scale_label(scores))
         ax.tick_params(labelleft=True)
         ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
-        ax.legend(fontsize=LEGEND_SIZE, loc="lower right")
+        if not palette:
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    if palette:
+        _shared_legend(fig, axes)
     fig.suptitle("Score against training budget, the best member of each model family")
     return fig
 
@@ -363,19 +382,25 @@ def length_curves(report: Report) -> Any:
     fig = _figure(4.8 * ncols, 3.8 * nrows)
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
     ticks = ["trained", *lengths.settings]
+    names = sorted({name for _, lines in panels for name, _ in lines})
+    palette = dict(zip(names, _colors(len(names)))) if len(names) <= LINES_PER_PANEL else {}
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
     for ax, (ladder, lines) in zip(axes, panels):
-        for index, (name, means) in enumerate(lines):
-            ax.plot(range(len(ticks)), means, marker=MARKERS[index % len(MARKERS)], fillstyle="none", linewidth=1,
-                    color=_colors(len(lines))[index], label=_text(name))
+        for name, means in lines:
+            ax.plot(range(len(ticks)), means, marker=markers[name], fillstyle="none", linewidth=1,
+                    color=palette.get(name), label=_text(name))
         ax.set_xticks(range(len(ticks)), [_text(t) for t in ticks])
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("evaluation length")
         ax.set_ylabel("test accuracy")
         ax.tick_params(labelleft=True)
         ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
-        ax.legend(fontsize=LEGEND_SIZE, loc="lower left")
+        if not palette:
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
+    if palette:
+        _shared_legend(fig, axes)
     fig.suptitle("Length generalisation: accuracy against evaluation length, one line per model")
     return fig
 

@@ -83,7 +83,9 @@ def budget_text(board: Leaderboard) -> str:
     if set(reasons) == {None}:
         return f"Training budget: {cap} optimiser steps per run, every run trained for all of them; scores are taken " \
                "at the last step."
-    why = ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
+    # Older records (no stopping rule) trained for the whole count: "all steps".
+    why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
+                    for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
     return (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
             f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken). Scores "
             "are taken at the final step; the budget table scores the same runs at fixed step counts.")

@@ -196,3 +196,19 @@ def test_plots_read_at_a_glance_budget_and_length_curves():
     assert {line.get_label() for line in length_ax.get_lines()} == {"transformer", "gru"}
     html = render([report.section], "html", {"tokbench": [p.image for p in plan(report, "tokbench-")]})
     assert '<img src="plots/tokbench-ladders.svg"' in html
+
+
+def test_published_readme_keeps_the_score_table_and_links_the_budget_and_length_tables():
+    from tokbench.leaderboard.document import details_document
+    from tokbench.leaderboard.render import to_markdown
+
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.5, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    recs = v3(_model("mqar", "transformer", [0.9], axes={"K": [4], "context_length": [8]}), chance=0.1,
+              budget={100: 0.5}, evaluations=ok)
+    report = build_report(sections(recs, "tokbench")[0])
+    readme = render([report.section], "md", details="details.md")
+    assert "| model | Overall | mqar | Overall at context\\_length x2 |" in readme
+    assert "Scores by training budget" not in readme.split("### Findings, plots and details")[0]
+    details = to_markdown(details_document([report]))
+    assert "### Scores by training budget" in details and "### Length generalisation" in details

@@ -117,7 +117,7 @@ def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Im
             blocks.append(Heading(report.name, 2))
             level = 3
         if report.scores is not None:
-            blocks += _tables(report.board, level)
+            blocks += _secondary(report, level) + _tables(report.board, level)
         blocks += [Heading("Findings", level), Bullets(report.findings)]
         if plots := [i for i in (images or {}).get(report.name, ()) if not i.leads]:
             blocks += [Heading("Plots", level), *plots]
@@ -154,9 +154,10 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
     return blocks
 
 
-def _scored(report: Report, images: Sequence[Image], level: int, brief: bool) -> list[Block]:
+def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, linked: bool) -> list[Block]:
     """A section with ladders leads with its score table (the budget in its caption), the claims, the leading
-    plots, the scores by budget and by evaluation length; its method follows, folded."""
+    plots, the scores by budget and by evaluation length (in the details file when ``linked``); its method
+    follows, folded."""
     scores = report.scores
     assert scores is not None
     scale = "; ".join(scores.scales)
@@ -165,6 +166,18 @@ def _scored(report: Report, images: Sequence[Image], level: int, brief: bool) ->
                "seeds of any cell behind the score. Baselines and oracles are kept apart from the ranking.")
     blocks: list[Block] = [Heading("Scores", level), score_table(scores, caption, report.lengths),
                            *([Bullets(report.claims)] if report.claims else []), *(i for i in images if i.leads)]
+    if not linked:
+        blocks += _secondary(report, level)
+    if not brief:
+        blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
+    return blocks
+
+
+def _secondary(report: Report, level: int) -> list[Block]:
+    """The scores by training budget and the length-generalisation tables of a section with ladders."""
+    scores = report.scores
+    assert scores is not None
+    blocks: list[Block] = []
     if report.budgets is not None:
         blocks += [Heading("Scores by training budget", level), budget_table(report.budgets)]
     if report.lengths is not None:
@@ -173,8 +186,6 @@ def _scored(report: Report, images: Sequence[Image], level: int, brief: bool) ->
                              "sequences drawn at longer ones, scored on the same scale with that setting's own "
                              "chance and oracle."),
                    *(length_table(report.board, scores, report.lengths, ladder) for ladder in scores.ladders)]
-    if not brief:
-        blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
     return blocks
 
 
@@ -185,9 +196,9 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
     blocks: list[Block] = [Paragraph(report.provenance)]
     scores = report.scores
-    if scores is not None:
-        blocks += _scored(report, images, level, brief)
     linked = details is not None and not brief
+    if scores is not None:
+        blocks += _scored(report, images, level, brief, linked)
     if not (linked and scores is not None):
         blocks += _tables(board, level)
     if not linked:
@@ -196,7 +207,8 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
         return blocks + failures
     blocks += [Folded("Protocol", [Bullets(report.protocol)])]
     if linked:
-        rungs = "the accuracy of every model at every rung, " if scores is not None else ""
+        rungs = ("the scores by training budget and at longer evaluation lengths, the accuracy of every model at "
+                 "every rung, " if scores is not None else "")
         blocks += [Heading("Findings, plots and details", level),
                    Paragraph(f"In {details}: {rungs}the findings (the claims the statistics support, cell by "
                              "cell), the plots, the parameters and recipe of every row, and every metric of every "

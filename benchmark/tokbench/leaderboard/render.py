@@ -21,7 +21,7 @@ from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
 from tokbench.leaderboard.report import Report
-from tokbench.leaderboard.scores import OVERALL, Score, Scores
+from tokbench.leaderboard.scores import OVERALL, Score
 from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
                                         number_text, score_table, training_table)

@@ -236,7 +236,7 @@ def budget_table(budgets: Budgets) -> Table:
 
     headers = ["model", *(f"{column} at {label if label == FINAL else f'{int(label):,}'}"
                           for label in budgets.labels)]
-    notes = [f"A run that stopped before a budget keeps its final accuracy there (training had ended)."]
+    notes = ["A run that stopped before a budget keeps its final accuracy there (training had ended)."]
     return Table("Scores by training budget", headers, [line(r) for r in final.ranked], notes,
                  pinned=[line(r) for r in final.pinned])
 

@@ -312,8 +312,9 @@ def provenance(board: Leaderboard) -> str:
           f"{len(commits)} commits (" + ", ".join(f"{c} {n}" for c, n in sorted(commits.items())) + " records)")
     return (f"Produced at {at}: {board.record_count()} run records, tokbench {joined('tokbench_version')}, torch "
             f"{joined('torch')}, Lightning {joined('lightning')}, Python {joined('python')}, on {joined('device')}. "
-            "Whether the current code would change them is not in the records: `tokbench verify --records DIR` "
-            "retrains a sample at the current code and reports every metric that does not reproduce.")
+            "Whether the current code would change them is not in the records: `tokbench verify RECORDS --sample N` "
+            "(RECORDS: this section's record folder) retrains a sample at the current code and reports every metric "
+            "that does not reproduce.")
 
 
 def _comparison_json(comparison: Comparison | None) -> dict[str, Any] | None:

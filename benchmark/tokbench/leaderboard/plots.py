@@ -61,11 +61,12 @@ def _save(fig: Any, folder: Path, stem: str, svg: bool) -> None:
 
 
 def heatmap(board: Leaderboard) -> Any:
-    """Normalised accuracy (accuracy / Bayes optimum, mean over seeds), models x held-out tasks."""
+    """Each cell's mean score (on its scale: chance 0 and oracle 1, or accuracy / Bayes optimum for older
+    records), models x held-out tasks."""
     columns = board.test_columns
     rows = [r for r in board.rows if any(board.cell(c, r) for c in columns)]
-    values = [[(c.metrics["normalized_accuracy"].mean if c and "normalized_accuracy" in c.metrics else math.nan)
-               for c in (board.cell(col, row) for col in columns)] for row in rows]
+    values = [[(stat.mean if (stat := rung_stat(board.cell(col, row))) is not None else math.nan)
+               for col in columns] for row in rows]
     fig = _figure(2.0 + 1.3 * len(columns), 1.5 + 0.45 * len(rows))
     ax = fig.add_subplot()
     image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
@@ -76,8 +77,8 @@ def heatmap(board: Leaderboard) -> Any:
             if not math.isnan(value):
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.6 else "black",
                         fontsize=8)
-    fig.colorbar(image, ax=ax, label="accuracy / Bayes optimum")
-    ax.set_title("Accuracy / Bayes-optimal accuracy (mean over seeds)")
+    fig.colorbar(image, ax=ax, label="score (1 = optimum)")
+    ax.set_title("Score per task configuration (mean over seeds)")
     return fig
 
 
@@ -445,7 +446,7 @@ def plan(report: Report, prefix: str = "") -> list[Plot]:
             plots.append(Plot(image("Accuracy against evaluation length, one line per model (positional encoding)",
                                     "lengths", leads=True), partial(length_curves, report)))
     if board.test_columns:
-        plots.append(Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True))
+        plots.append(Plot(image("Score, models x tasks", "heatmap"), partial(heatmap, board), svg=True))
     for column in board.columns:
         name = column_header(column)
         if lines := curve_lines(board, column):

@@ -80,3 +80,26 @@ def ladder(task: str, model: str, means: list[float], n: int | list[int] = 3, sp
                         ladder={"rung": rung, "rungs": len(means), "axes": values}, **kwargs)
                  for s, d in zip(range(count), offsets)]
     return recs
+
+
+def v3(recs: list[dict[str, Any]], chance: float, oracle: float | None = None,
+       budget: dict[int, float] | None = None, stopped: str = "cap",
+       evaluations: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The protocol-v3 fields on ``recs`` (in place): paired chance and oracle accuracies (the oracle defaults to
+    the Bayes optimum), a budget curve (``{step: accuracy}``, the final step appended from the record's accuracy
+    and its steps), why training stopped, and extra evaluations."""
+    for rec in recs:
+        if rec["status"] != "ok":
+            continue
+        metrics = rec["metrics"]
+        metrics["chance_accuracy"] = chance
+        metrics["oracle_accuracy"] = metrics["bayes_accuracy"] if oracle is None else oracle
+        rec["train"]["stopped_because"] = stopped
+        rec["train"]["max_steps"] = rec["params"]["train"]["steps"]
+        if budget is not None:
+            rec["budget_curve"] = [{"step": s, "accuracy": a} for s, a in budget.items()] + [
+                {"step": rec["train"]["steps"], "accuracy": metrics["accuracy"], "final": True}]
+        if evaluations is not None:
+            rec["evaluations"] = evaluations
+        validate(rec)
+    return recs

@@ -1,4 +1,5 @@
-"""The published index.html in a real headless browser: scrolling, sticky headers, no wrapping, sorting.
+"""The published index.html in a real headless browser: scrolling, sticky headers, no wrapping, sorting, and the
+headline in view at 800 and 1400 px (also on a synthetic page rendered by the current code).
 
 Needs Debian's ``chromium`` and ``chromium-driver`` and the ``selenium`` package (the test
 extra). In CI (``CI=true``, where ``.ci/run`` installs them) they are required; elsewhere the
@@ -126,8 +127,65 @@ def test_one_accuracy_table_per_experiment(browser):
     assert titles.count("Accuracy") == len(sections) and titles.index("Scores") < titles.index("paper")
 
 
+def _layout(browser, width: int) -> dict:
+    """At ``width`` px: the page's own scroll width, and where the first ``Overall`` header sits (no scrolling)."""
+    browser.set_window_size(width, HEIGHT)
+    browser.execute_script("window.scrollTo(0, 0)")
+    return browser.execute_script("""
+        const th = Array.from(document.querySelectorAll('thead th')).find(t => t.textContent.trim() === 'Overall');
+        const r = th.getBoundingClientRect();
+        return {inner: window.innerWidth, page: document.documentElement.scrollWidth,
+                left: r.left, right: r.right, boxScrolled: th.closest('.scroll').scrollLeft};""")
+
+
+def _assert_fits(browser) -> None:
+    try:
+        narrow = _layout(browser, 800)
+        assert narrow["page"] <= narrow["inner"], narrow  # no horizontal page scroll at 800 px
+        wide = _layout(browser, 1400)
+        assert wide["boxScrolled"] == 0 and 0 <= wide["left"] and wide["right"] <= wide["inner"], wide
+    finally:
+        browser.set_window_size(WIDTH, HEIGHT)
+
+
+def test_published_page_fits_800px_and_shows_overall_at_1400px(browser):
+    browser.get(PAGE.as_uri())
+    _assert_fits(browser)
+
+
+def _synthetic_suite() -> list[dict]:
+    from leaderboard_synth import ladder
+
+    families = ["causal-graph", "icl-markov", "lag-walk", "mqar", "random-walk", "scc-automaton", "selective-copy",
+                "sparse-selection", "majority"]
+    recs = []
+    for index, task in enumerate(families):
+        recs += (ladder(task, "transformer-with-a-long-name", [0.95, 0.9, 0.8])
+                 + ladder(task, "attn-onehot-concat-zeroinit", [0.9, 0.7, 0.5])
+                 + ladder(task, "mlp", [0.6, 0.5, 0.4]) + ladder(task, "bayes-optimal", [1.0, 1.0, 1.0])
+                 + ladder(task, "uniform", [0.1, 0.1, 0.1], family="baseline"))
+    for n, rec in enumerate(recs):  # one commit per record: a long list of unbreakable hashes
+        rec["provenance"]["git_commit"] = f"{n:040x}"
+    return recs
+
+
+def test_synthetic_wide_page_fits_800px_and_shows_overall_at_1400px(browser, tmp_path):
+    """Nine families, long names, hundreds of commits: the current code's page still fits."""
+    from leaderboard_synth import sections
+    from tokbench.leaderboard.publish import render
+
+    page = tmp_path / "index.html"
+    page.write_text(render(sections(_synthetic_suite(), "tokbench"), "html"), encoding="utf-8")
+    try:
+        browser.get(page.as_uri())
+        _assert_fits(browser)
+    finally:
+        browser.get(PAGE.as_uri())
+
+
 def test_score_table_is_sticky_unwrapped_and_sorts_overall_with_blanks_last(browser, tmp_path):
-    """A section with ladders (synthetic records): its score table follows the same rules as every table."""
+    """A section with ladders (synthetic records): its score table follows the same rules as every table, and
+    sorting keeps the oracle and the baselines apart, after the ranked rows."""
     from selenium.webdriver.common.by import By
 
     from leaderboard_synth import ladder, sections
@@ -135,7 +193,10 @@ def test_score_table_is_sticky_unwrapped_and_sorts_overall_with_blanks_last(brow
 
     recs = (ladder("mqar", "transformer", [0.95, 0.9, 0.8]) + ladder("mqar", "attn-paper-a", [0.9, 0.7, 0.5])
             + ladder("mqar", "mlp", [0.6, 0.5, 0.4]) + ladder("random-walk", "transformer", [0.9, 0.8, 0.7])
-            + ladder("random-walk", "attn-paper-a", [0.9, 0.9, 0.9]))
+            + ladder("random-walk", "attn-paper-a", [0.9, 0.9, 0.9])
+            + ladder("mqar", "bayes-optimal", [1.0, 1.0, 1.0]) + ladder("random-walk", "bayes-optimal", [1.0] * 3)
+            + ladder("mqar", "uniform", [0.1] * 3, family="baseline")
+            + ladder("random-walk", "uniform", [0.1] * 3, family="baseline"))
     page = tmp_path / "index.html"
     page.write_text(render(sections(recs, "tokbench"), "html"), encoding="utf-8")
     try:
@@ -153,5 +214,9 @@ def test_score_table_is_sticky_unwrapped_and_sorts_overall_with_blanks_last(brow
         values = _column(browser, table, index)
         assert len(_numbers(values)) == 2 and _numbers(values) == sorted(_numbers(values), reverse=True)
         assert values[2:] == [""]  # mlp has no random-walk score, so no Overall: last
+        for _ in range(2):  # descending, then ascending: the oracle (Overall 1) is never ranked among the models
+            last = [r.text.split()[0] for r in table.find_elements(By.CSS_SELECTOR, "tbody tr")]
+            assert last[-2:] == ["uniform", "bayes-optimal"] and "bayes-optimal" not in last[:-2]
+            headers[index].click()
     finally:
         browser.get(PAGE.as_uri())

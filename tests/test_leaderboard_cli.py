@@ -72,8 +72,9 @@ def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path
     assert len(list((out / "records" / "default").glob("*.json"))) == 3
     assert {p.name for p in (out / "plots").glob("*heatmap.png")} == {"paper-heatmap.png", "default-heatmap.png"}
     readme = (out / "README.md").read_text()
-    sections = ["Method", "paper", "default", "Tasks and models", "Regenerate"]
+    sections = ["paper", "default", "Tasks and models", "Regenerate"]  # the method follows the tables, folded
     assert re.findall(r"^## (\w[\w ]*)$", readme, flags=re.M) == sections
+    assert readme.index("## default") < readme.index("**Method: ")
     # the README stays short: findings, plots, detail tables and descriptions are in details.md
     details = (out / "details.md").read_text()
     assert "#### Findings" not in readme and details.count("### Findings") == 2 and "## Models" in details

@@ -14,6 +14,7 @@ from leaderboard_synth import WALK, sections, seeds
 from tokbench.leaderboard.document import document
 from tokbench.leaderboard.publish import FILES, render
 from tokbench.leaderboard.render import to_terminal
+from tokbench.leaderboard.report import build_reports
 
 NASTY = "<script>alert(1)</script> a|b & c [red]x[/red] $x$ 50% _y_"
 # Names cannot carry markup (records allow letters, digits, ".", "_" and "-"); versions and everything else can.
@@ -61,7 +62,7 @@ def test_latex_escapes_specials(evil_sections):
 
 def test_terminal_prints_record_text_literally(evil_sections):
     console = Console(file=io.StringIO(), width=300, color_system=None)
-    to_terminal(document(evil_sections, brief=True), console)
+    to_terminal(document(build_reports(evil_sections), brief=True), console)
     out = console.file.getvalue()
     assert "[red]x[/red]" in out and EVIL_MODEL in out and EVIL_VERSION in out
 

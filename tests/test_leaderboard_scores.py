@@ -13,6 +13,7 @@ from leaderboard_synth import WALK, ladder, seeds, sections
 from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.document import Heading, Image, Table, document
+from tokbench.leaderboard.report import build_report, build_reports
 from tokbench.leaderboard.plots import ladder_lines, ladders, plan
 from tokbench.leaderboard.publish import render
 from tokbench.leaderboard.scores import OVERALL, build_scores, ceiling, rung_cell
@@ -48,9 +49,9 @@ def _not_applicable(task: str, model: str) -> list[dict]:
 
 
 def _texts(table: Table) -> dict[str, dict[str, str]]:
-    """The table as {row label: {header: text}}, bold marked with a trailing *."""
+    """The table as {row label: {header: text}} (ranked and pinned rows), bold marked with a trailing *."""
     out = {}
-    for row in table.rows:
+    for row in table.rows + table.pinned:
         out[row[0]] = {h: (v if isinstance(v, str) else measure_text(v) + ("*" if v.best else ""))
                        for h, v in zip(table.headers[1:], row[1:])}
     return out
@@ -117,12 +118,13 @@ def test_score_table_columns_overall_pitfalls_and_order():
     board = build(_suite())
     scores = build_scores(board)
     table = score_table(scores)
-    assert table.headers == ["model", "family", "mqar", "random-walk", "Overall", "deterministic-walk (pitfall)"]
+    assert table.headers == ["model", "Overall", "mqar", "random-walk", "deterministic-walk (pitfall)"]
     texts = _texts(table)
     assert list(texts) == ["transformer", "attn-paper-a", "mlp", "transformer-2l", "bayes-optimal (oracle)"]
-    assert texts["mlp"]["mqar"] == "n/a" and texts["mlp"]["Overall"] == ""
+    assert [r[0] for r in table.pinned] == ["bayes-optimal (oracle)"]  # kept apart from the ranked rows
+    assert texts["mlp"]["mqar"] == "n/a" and texts["mlp"]["Overall"] == "n/a"  # n/a on a counted family
     assert texts["transformer-2l"]["random-walk"] == "" and texts["transformer-2l"]["Overall"] == ""
-    assert texts["mlp"]["family"] == "mlp"  # no model_family in the records: the model's name
+    assert scores.family[{r.label: r for r in scores.rows}["mlp"].key] == "mlp"  # no model_family: the name
     # Overall: the mean of the family scores, never the pitfall's.
     row = {r.label: r for r in scores.rows}["transformer"]
     mqar, walk = (scores.score(c, row).stat.mean for c in ("mqar", "random-walk"))
@@ -170,7 +172,7 @@ def test_claims_distinguishable_and_not():
     assert not any("bayes-optimal" in line for line in lines)
     close = (ladder("mqar", "a", [0.9, 0.8, 0.7], spread=0.05) + ladder("mqar", "b", [0.89, 0.81, 0.69], spread=0.05))
     lines = notes.score_claims(build_scores(build(close)))
-    assert [line.split(":")[0] for line in lines] == ["mqar", "Overall"]  # one family: Overall is its score
+    assert [line.split(":")[0] for line in lines] == ["Overall", "mqar"]  # one family: Overall is its score
     assert all(" is not distinguishable from " in line and line.endswith("contains 0).") for line in lines)
 
 
@@ -191,20 +193,20 @@ def test_no_claim_under_three_seeds_in_any_cell_behind_either_score():
 def test_sections_without_ladders_have_no_scores():
     board_sections = sections(seeds(3, [0.5, 0.5, 0.5]))
     assert build_scores(board_sections[0].board) is None
-    assert not any(isinstance(b, Heading) and b.text == "Scores" for b in document(board_sections))
+    assert not any(isinstance(b, Heading) and b.text == "Scores" for b in document(build_reports(board_sections)))
     assert "score" not in render(board_sections, "csv").splitlines()[0]
     assert "scores" not in json.loads(render(board_sections, "json"))["sections"][0]
-    assert not any(p.image.leads for p in plan(board_sections[0].board))
+    assert not any(p.image.leads for p in plan(build_report(board_sections[0])))
 
 
 def test_scores_lead_their_section_in_every_format():
     board_sections = sections(_suite() + seeds(3, [0.5, 0.5, 0.5]), "tokbench")
-    images = {"tokbench": [p.image for p in plan(board_sections[0].board, "tokbench-")]}
+    images = {"tokbench": [p.image for p in plan(build_report(board_sections[0]), "tokbench-")]}
     md = render(board_sections, "md", images)
     headings = [line for line in md.splitlines() if line.startswith("### ")]
     assert headings[:2] == ["### Scores", "### Accuracy"]
     scores_part = md.split("### Scores", 1)[1].split("### Accuracy", 1)[0]
-    assert "| model | family | mqar | random-walk | Overall | deterministic-walk (pitfall) |" in scores_part
+    assert "| model | Overall | mqar | random-walk | deterministic-walk (pitfall) |" in scores_part
     assert "![Ladders: " in scores_part and "(plots/tokbench-ladders.png)" in scores_part
     assert "docs/scores.md" in scores_part and "Welch" in scores_part
     assert "tokbench-ladders.png" not in md.split("### Plots", 1)[1]
@@ -214,12 +216,13 @@ def test_scores_lead_their_section_in_every_format():
     assert "deterministic-walk (pitfall)</th>" in html
 
     data = json.loads(render(board_sections, "json"))["sections"][0]["scores"]
-    assert data["columns"] == ["mqar", "random-walk", "Overall", "deterministic-walk"]
+    assert data["columns"] == ["Overall", "mqar", "random-walk", "deterministic-walk"]
     assert [(lad["task"], lad["pitfall"]) for lad in data["ladders"]] == [
         ("mqar", ""), ("random-walk", ""), ("deterministic-walk", PITFALL)]
     first = data["rows"][0]
     assert first["label"] == "transformer" and first["scores"]["Overall"]["best"] is True
-    assert data["claims"] == notes.score_claims(build_scores(board_sections[0].board))
+    assert data["claims"][:len(notes.score_claims(build_scores(board_sections[0].board)))] == notes.score_claims(
+        build_scores(board_sections[0].board))
 
     rows = list(csv.DictReader(io.StringIO(render(board_sections, "csv"))))
     score_rows = [r for r in rows if r["kind"] == "score"]
@@ -254,6 +257,8 @@ def test_ladder_plot_panels_share_a_scale_and_mark_pitfalls():
     assert len({ax.get_ylim() for ax in axes}) == 1
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["4 / 8", "8 / 16", "16 / 32"]
     assert axes[0].get_xlabel() == "K / context_length"
-    assert all(len(ax.get_legend().get_texts()) <= 11 for ax in axes)  # <= 10 families and the optimum
-    (leading,) = [p for p in plan(board) if p.image.leads]
+    (legend,) = fig.legends  # one shared legend: <= 10 families and the optimum
+    assert len(legend.get_texts()) <= 11
+    (leading,) = [p for p in plan(build_report(sections(_suite())[0])) if p.image.leads]
     assert isinstance(leading.image, Image) and leading.image.path == "plots/ladders.png"
+    assert leading.svg and leading.image.svg == "plots/ladders.svg"  # the HTML page shows the key plot as SVG

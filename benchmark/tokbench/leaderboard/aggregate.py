@@ -19,13 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
-from tokbench.leaderboard.stats import MATCHES, Stat, binomial_var, compare, metric_range, summarise
+from tokbench.leaderboard.stats import ABOVE, MATCHES, Stat, binomial_var, compare, metric_range, summarise
 
 # Metrics of every successful run; any other metric is a diagnostic, present only where it applies.
-CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy")
+CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy",
+                "chance_accuracy", "oracle_accuracy")
 DIGITS = 3  # decimals shown for accuracies
-# Models that read the task's answer instead of learning it: marked, never bold, never in a claim.
+# Models that read the task's answer instead of learning it: marked, never bold, never in a claim. Records name a
+# model's family (``meta.model_family``): ``oracle`` marks one too, ``baseline`` a reference that learns nothing.
 ORACLES = frozenset({"bayes-optimal"})
+ORACLE_FAMILY, BASELINE_FAMILY = "oracle", "baseline"
+# The baselines a learned score must be told apart from before it is bold (and that decide which families count).
+LAST_TOKEN, UNIFORM = "last-token", "uniform"
 
 
 def canonical(value: Any) -> str:
@@ -93,10 +98,20 @@ class Row:
     label: str = ""
     slug: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
+    family: str = ""  # the model family its records name (older records: none)
 
     @property
     def oracle(self) -> bool:
-        return self.model in ORACLES
+        return self.model in ORACLES or self.family == ORACLE_FAMILY
+
+    @property
+    def baseline(self) -> bool:
+        return self.family == BASELINE_FAMILY or self.model in (LAST_TOKEN, UNIFORM)
+
+    @property
+    def pinned(self) -> bool:
+        """A reference row (oracle or baseline): kept apart from the ranked rows, never bold, never ranked."""
+        return self.oracle or self.baseline
 
     @property
     def trained(self) -> bool:
@@ -231,7 +246,7 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         row = rows.setdefault(_row_key(rec), Row(
             _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
-            defaults=row_defaults))
+            defaults=row_defaults, family=meta.get("model_family") or ""))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
         {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:
@@ -287,19 +302,33 @@ def _bayes(cells: list[Cell]) -> dict[int, float]:
 
 
 def _mark_best(cells: list[Cell]) -> None:
-    """Bold: the highest mean among learned models, and every mean shown equivalent to it.
+    """Bold: the highest mean among learned models, and every mean shown equivalent to it, provided the cell is
+    shown above both the ``last-token`` and the ``uniform`` baseline of its column.
 
     Equivalent: on the same seeds, the per-seed difference is within +-``MARGIN`` by
-    :func:`stats.compare` (at least 3 seeds); oracles are never best.
+    :func:`stats.compare` (at least 3 seeds); above a baseline: the 95% interval of the
+    per-seed difference from it lies above 0 (a baseline not run on the column asks
+    nothing). Oracles and baselines are never best.
     """
-    scored = [c for c in cells if c.accuracy is not None and not c.row.oracle]
+    scored = [c for c in cells if c.accuracy is not None and not c.row.pinned]
     if not scored:
         return
+    references = [c for c in cells if c.row.model in (LAST_TOKEN, UNIFORM) and c.accuracy is not None]
     top = max(scored, key=lambda c: c.accuracy.mean)
     for cell in scored:
-        cell.best = cell.accuracy.mean == top.accuracy.mean or (cell.seeds == top.seeds and compare(
-            cell.values("accuracy"), top.values("accuracy"),
-            cell.eval_var("accuracy") + top.eval_var("accuracy")).verdict == MATCHES)
+        best = cell.accuracy.mean == top.accuracy.mean or (cell.seeds == top.seeds and _paired(cell, top) == MATCHES)
+        cell.best = best and all(_paired(cell, ref) == ABOVE for ref in references)
+
+
+def _paired(cell: Cell, other: Cell) -> str | None:
+    """The verdict of ``cell``'s accuracy against ``other``'s on the seeds both have (None: no claim)."""
+    shared = sorted(set(cell.seeds) & set(other.seeds))
+    if not shared:
+        return None
+    mine = dict(zip(cell.seeds, cell.values("accuracy")))
+    theirs = dict(zip(other.seeds, other.values("accuracy")))
+    return compare([mine[s] for s in shared], [theirs[s] for s in shared],
+                   cell.eval_var("accuracy") + other.eval_var("accuracy")).verdict
 
 
 def _name_columns(columns: list[Column], weight: Counter[str]) -> None:

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from typing import Union
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import Leaderboard, Section, format_params
-from tokbench.leaderboard.scores import build_scores
+from tokbench.leaderboard.aggregate import Leaderboard, format_params
+from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.stats import INTERVAL
-from tokbench.leaderboard.views import (Table, column_header, detail_table, failures_table, main_table, row_header,
-                                        score_table, training_table)
+from tokbench.leaderboard.views import (Table, budget_table, column_header, detail_table, failures_table,
+                                        length_table, main_table, row_header, score_table, training_table)
 
 TITLE = "tokbench leaderboard"
 
@@ -36,6 +36,7 @@ class Image:
     caption: str
     path: str  # relative to the document
     leads: bool = False  # shown with the score table at the top of its section, not under Plots
+    svg: str = ""  # the same plot as SVG, which the HTML page shows instead (sharp at any zoom)
 
 
 @dataclass(frozen=True)
@@ -43,50 +44,57 @@ class Code:
     lines: list[str]
 
 
-Block = Union[Heading, Paragraph, Bullets, Table, Image, Code]
+@dataclass(frozen=True)
+class Folded:
+    """Blocks a reader opens on demand (``<details>`` on the HTML page; a plain heading elsewhere)."""
+
+    summary: str
+    blocks: list[Block]
+
+
+Block = Union[Heading, Paragraph, Bullets, Table, Image, Code, Folded]
 
 
 def _citation(citation: str) -> str:
     return f" Cite: {citation}." if citation else ""
 
 
-def document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] | None = None,
+def document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | None = None,
              commands: Sequence[str] = (), brief: bool = False, details: str | None = None) -> list[Block]:
-    """Per section: tables, findings, protocol, configurations, plots and failures; then every task and model
-    description once, and the regenerate commands.
+    """Per section: its provenance, its tables (scores first), claims, plots, findings, protocol and failures; then
+    the method, every task and model description once, and the regenerate commands.
 
-    ``images`` maps a section name to its plots. ``brief`` keeps the main table, the
+    ``images`` maps a section name to its plots. ``brief`` keeps the main tables, the
     findings and the failures (for the terminal). ``details`` names a separate document
     (:func:`details_document`) that holds the findings, plots, per-task tables and
     descriptions instead, so that the published README stays short.
     """
-    records = sum(s.board.record_count() for s in sections)
-    failed = sum(len(s.board.failed()) for s in sections)
+    records = sum(r.board.record_count() for r in reports)
+    failed = sum(len(r.board.failed()) for r in reports)
     blocks: list[Block] = [
         Heading(TITLE, 1),
         Paragraph(f"Computed by tokbench leaderboard from {records} run records ({failed} failed); "
-                  "never edited by hand."),
+                  "never edited by hand. The method follows the tables."),
     ]
-    if not brief:
-        blocks += [Heading("Method", 2), Bullets(notes.method())]
-    for section in sections:
+    for report in reports:
         level = 2
-        if section.name:
-            blocks.append(Heading(section.name, 2))
+        if report.name:
+            blocks.append(Heading(report.name, 2))
             level = 3
-        blocks += _board(section.board, (images or {}).get(section.name, ()), brief, level, details)
+        blocks += _board(report, (images or {}).get(report.name, ()), brief, level, details)
     if not brief:
+        blocks.append(Folded("Method: intervals, coverage and the rules behind every claim", [Bullets(notes.method())]))
         blocks += ([Heading("Tasks and models", 2), Paragraph(f"What each task and model is, with its citation: see "
                                                                f"{details}.")]
-                   if details else _descriptions_of(sections))
+                   if details else _descriptions_of(reports))
     if commands:
         blocks += [Heading("Regenerate", 2), Code(list(commands))]
     return blocks
 
 
-def _descriptions_of(sections: Sequence[Section]) -> list[Block]:
+def _descriptions_of(reports: Sequence[Report]) -> list[Block]:
     """Every task and every model of the sections, each described once."""
-    boards = [s.board for s in sections]
+    boards = [r.board for r in reports]
     return [
         Heading("Tasks", 2),
         Bullets(_descriptions([(c.task, c.version, c.description, c.citation) for b in boards for c in b.columns])),
@@ -97,24 +105,24 @@ def _descriptions_of(sections: Sequence[Section]) -> list[Block]:
     ]
 
 
-def details_document(sections: Sequence[Section], images: Mapping[str, Sequence[Image]] | None = None
+def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | None = None
                      ) -> list[Block]:
     """What the published README leaves out to stay short, per section: the tables of a scored section (every
     rung), the findings, the plots (``images``), each row's parameters and recipe and every metric of every model,
     one table per task; then every task and model description."""
     blocks: list[Block] = [Heading(f"{TITLE}: details", 1)]
-    for section in sections:
+    for report in reports:
         level = 2
-        if section.name:
-            blocks.append(Heading(section.name, 2))
+        if report.name:
+            blocks.append(Heading(report.name, 2))
             level = 3
-        if build_scores(section.board) is not None:
-            blocks += _tables(section.board, level)
-        blocks += [Heading("Findings", level), Bullets(notes.findings(section.board))]
-        if plots := [i for i in (images or {}).get(section.name, ()) if not i.leads]:
+        if report.scores is not None:
+            blocks += _secondary(report, level) + _tables(report.board, level)
+        blocks += [Heading("Findings", level), Bullets(report.findings)]
+        if plots := [i for i in (images or {}).get(report.name, ()) if not i.leads]:
             blocks += [Heading("Plots", level), *plots]
-        blocks += _details(section.board, level)
-    return blocks + _descriptions_of(sections)
+        blocks += _details(report.board, level)
+    return blocks + _descriptions_of(reports)
 
 
 def _tables(board: Leaderboard, level: int) -> list[Block]:
@@ -146,27 +154,61 @@ def _details(board: Leaderboard, level: int) -> list[Block]:
     return blocks
 
 
-def _board(board: Leaderboard, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
+def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, linked: bool) -> list[Block]:
+    """A section with ladders leads with its score table (the budget in its caption), the claims, the leading
+    plots, the scores by budget and by evaluation length (in the details file when ``linked``); its method
+    follows, folded."""
+    scores = report.scores
+    assert scores is not None
+    scale = "; ".join(scores.scales)
+    one = "1 = the oracle on the same test sequences, 0 = chance" if "chance" in scale else "1 = the Bayes optimum"
+    caption = (f"{report.budget} Scale: {scale} ({one}); the parenthesis is the 95% interval, n the fewest "
+               "seeds of any cell behind the score. Baselines and oracles are kept apart from the ranking.")
+    blocks: list[Block] = [Heading("Scores", level), score_table(scores, caption, report.lengths),
+                           *([Bullets(report.claims)] if report.claims else []), *(i for i in images if i.leads)]
+    if not linked:
+        blocks += _secondary(report, level)
+    if not brief:
+        blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
+    return blocks
+
+
+def _secondary(report: Report, level: int) -> list[Block]:
+    """The scores by training budget and the length-generalisation tables of a section with ladders."""
+    scores = report.scores
+    assert scores is not None
+    blocks: list[Block] = []
+    if report.budgets is not None:
+        blocks += [Heading("Scores by training budget", level), budget_table(report.budgets)]
+    if report.lengths is not None:
+        blocks += [Heading("Length generalisation", level),
+                   Paragraph("Each model trained at the ladder's context length, evaluated unchanged on test "
+                             "sequences drawn at longer ones, scored on the same scale with that setting's own "
+                             "chance and oracle."),
+                   *(length_table(report.board, scores, report.lengths, ladder) for ladder in scores.ladders)]
+    return blocks
+
+
+def _board(report: Report, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
     """A section. With a ``details`` file (the published README), the findings, the plots and the per-task
     tables go there, and so do a scored section's per-rung tables: the README keeps what leads."""
+    board = report.board
     failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
-    blocks: list[Block] = []
-    scores = build_scores(board)
-    if scores is not None:
-        # A suite's ladders lead their section: the scores, their claims and the ladder plots.
-        claims = notes.score_claims(scores)
-        blocks += [Heading("Scores", level), Paragraph(notes.score_method()), score_table(scores),
-                   *([Bullets(claims)] if claims else []), *(i for i in images if i.leads)]
+    blocks: list[Block] = [Paragraph(report.provenance)]
+    scores = report.scores
     linked = details is not None and not brief
+    if scores is not None:
+        blocks += _scored(report, images, level, brief, linked)
     if not (linked and scores is not None):
         blocks += _tables(board, level)
     if not linked:
-        blocks += [Heading("Findings", level), Bullets(notes.findings(board))]
+        blocks += [Heading("Findings", level), Bullets(report.findings)]
     if brief:
         return blocks + failures
-    blocks += [Heading("Protocol", level), Bullets(notes.protocol(board))]
+    blocks += [Folded("Protocol", [Bullets(report.protocol)])]
     if linked:
-        rungs = "the accuracy of every model at every rung, " if scores is not None else ""
+        rungs = ("the scores by training budget and at longer evaluation lengths, the accuracy of every model at "
+                 "every rung, " if scores is not None else "")
         blocks += [Heading("Findings, plots and details", level),
                    Paragraph(f"In {details}: {rungs}the findings (the claims the statistics support, cell by "
                              "cell), the plots, the parameters and recipe of every row, and every metric of every "

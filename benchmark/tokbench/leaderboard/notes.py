@@ -20,7 +20,7 @@ oracle, or about a task scored on its training split against the optimum.
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Any
 
@@ -101,9 +101,6 @@ def findings(board: Leaderboard) -> list[str]:
         if few:
             lines.append(f"{name}: no claim about {_names([c.row.label for c in few])} (fewer than {MIN_SEEDS} "
                          "seeds).")
-        largest = [_largest(cells, diagnostic) for diagnostic in board.diagnostics(column)]
-        if largest:
-            lines.append(f"{name}: " + "; ".join(largest) + ".")
     return lines
 
 
@@ -135,11 +132,6 @@ def _bayes_findings(name: str, optimum: float, cells: list[Cell]) -> list[str]:
                                              f"above {bayes} on held-out data, which only chance or a wrong "
                                              "optimum allows: check the task."))
     return lines
-
-
-def _largest(cells: list[Cell], diagnostic: str) -> str:
-    top = max((c for c in cells if diagnostic in c.metrics), key=lambda c: c.metrics[diagnostic].mean)
-    return f"largest mean {diagnostic}: {top.row.label} at {measure_text(Measure(top.metrics[diagnostic]))}"
 
 
 def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
@@ -186,17 +178,44 @@ def score_claims(scores: Scores) -> list[str]:
     return lines
 
 
+def stability_claims(budgets: Any) -> list[str]:
+    """How stable each score column's ranking is between the last two budgets (Kendall's tau-b)."""
+    if budgets is None or not budgets.stability:
+        return []
+    first = budgets.stability[0].between
+    parts = [f"{s.column} tau {s.tau:.2f} (n={s.n}{_p(s.pvalue)})" if s.tau is not None
+             else f"{s.column} undefined (n={s.n})" for s in budgets.stability]
+    return [f"Ranking stability from {_budget(first[0])} to {_budget(first[1])} (Kendall's tau-b of the learned "
+            f"models' scores; 1 = the same order): " + "; ".join(parts) + "."]
+
+
+def _budget(label: str) -> str:
+    return "the final step" if label == "final" else f"{int(label):,} steps"
+
+
+def _p(pvalue: float | None) -> str:
+    return "" if pvalue is None else f", p={pvalue:.2g}"
+
+
 def score_method() -> str:
-    """The short method paragraph that leads a section with ladders."""
-    return (f"Scores: a family score is the mean over the ladder's rungs (its fixed settings, easiest first) of the "
-            f"mean normalised accuracy (accuracy / Bayes optimum) over seeds; Overall is the mean of a model's "
-            f"family scores over the non-pitfall families, each weighted equally, and pitfall families are shown "
-            f"apart. The parenthesis is the {LEVEL} interval of the score as an estimate from these seeds: the rungs "
-            f"are fixed by the protocol, so their spread is no sampling error; each cell adds its variance over "
-            f"seeds (never below its evaluation set's) and the interval is Student's t with Welch-Satterthwaite "
-            f"degrees of freedom ({_score_coverage_text()}). A claim under the table compares the two highest learned "
-            f"scores of a column by a Welch test; none is made with fewer than {MIN_SEEDS} seeds in a cell behind "
-            f"either. Full method: docs/scores.md.")
+    """The method paragraph of a section with ladders (shown after its tables)."""
+    return (f"Scores: each run is scored (accuracy - chance) / (oracle - chance), with chance the best "
+            f"input-independent guess and oracle the task's Bayes predictor on the same test sequences, so 0 is "
+            f"chance and the oracle is exactly 1 (records before schema v3 lack those fields and keep accuracy / "
+            f"Bayes optimum, which the caption then names). A family score is the mean over the ladder's rungs (its "
+            f"fixed settings, easiest first) of the mean score over seeds; Overall is the mean of a model's family "
+            f"scores over the counted families, each weighted equally: a family counts when some learned model's "
+            f"score is above the last-token baseline's by more than {MARGIN:g} (the {LEVEL} Welch interval of the "
+            f"difference above +{MARGIN:g}); pitfall families are shown apart and never count. The parenthesis is "
+            f"the {LEVEL} interval of the score as an estimate from these seeds, cut at 1, which no expected score "
+            f"can exceed; n is the fewest seeds of any cell behind it. The rungs are fixed by the protocol, so their "
+            f"spread is no sampling error; each cell adds its variance over seeds (never below its evaluation "
+            f"set's) and the interval is Student's t with Welch-Satterthwaite degrees of freedom "
+            f"({_score_coverage_text()}). Bold marks the best learned score of a column and those shown equivalent "
+            f"to it within ±{MARGIN:g}, where it is also shown above both the last-token and the uniform "
+            f"baselines. A claim under the table compares the two highest learned scores of a column by a Welch "
+            f"test; none is made with fewer than {MIN_SEEDS} seeds in a cell behind either. Full method: "
+            f"docs/scores.md.")
 
 
 @lru_cache(maxsize=1)
@@ -262,9 +281,8 @@ def protocol(board: Leaderboard) -> list[str]:
         grid = row.train.get("lr_grid")
         if grid:
             chosen = sorted({lr for c in board.cells.values() if c.row is row for lr in c.chosen_lrs})
-            lines.append(f"{row.label} picks its learning rate per run from {format_value(grid)} by validation "
-                         f"accuracy; the test split is not seen during the choice (chosen: {format_value(chosen)}).")
-    lines.append(_provenance(board))
+            lines.append(f"{row.label} picks its learning rate per run from {format_set(grid)} by validation "
+                         f"accuracy; the test split is not seen during the choice (chosen: {format_set(chosen)}).")
     failed = board.failed()
     if failed:
         lines.append(f"{len(failed)} of {board.record_count()} runs failed; they are counted in their cells and "
@@ -272,19 +290,31 @@ def protocol(board: Leaderboard) -> list[str]:
     return lines
 
 
-def _provenance(board: Leaderboard) -> str:
-    values: dict[str, set[str]] = defaultdict(set)
+def format_set(values: list) -> str:
+    """A set of values as a set, ``{1, 3}`` (never ``1/3``, which reads as a fraction)."""
+    return "{" + ", ".join(format_value(v) for v in values) + "}"
+
+
+def provenance(board: Leaderboard) -> str:
+    """Where the section's records come from: the commits they were produced at (with how many records each),
+    the versions, and how to learn whether the current code would change them."""
+    values: dict[str, Counter[str]] = defaultdict(Counter)
     for cell in board.cells.values():
         for rec in cell.ok + cell.failed:
             for key in ("tokbench_version", "git_commit", "torch", "lightning", "python", "device"):
-                values[key].add(str(rec["provenance"].get(key) or "unknown"))
+                values[key][str(rec["provenance"].get(key) or "unknown")] += 1
 
     def joined(key: str) -> str:
-        return "/".join(sorted(values[key]))
+        return ", ".join(sorted(values[key]))
 
-    return (f"Produced by {board.record_count()} run records: tokbench {joined('tokbench_version')} "
-            f"(git {joined('git_commit')}), torch {joined('torch')}, Lightning {joined('lightning')}, "
-            f"Python {joined('python')}, on {joined('device')}.")
+    commits = values["git_commit"]
+    at = (f"commit {next(iter(commits))}" if len(commits) == 1 else
+          f"{len(commits)} commits (" + ", ".join(f"{c} {n}" for c, n in sorted(commits.items())) + " records)")
+    return (f"Produced at {at}: {board.record_count()} run records, tokbench {joined('tokbench_version')}, torch "
+            f"{joined('torch')}, Lightning {joined('lightning')}, Python {joined('python')}, on {joined('device')}. "
+            "Whether the current code would change them is not in the records: `tokbench verify RECORDS --sample N` "
+            "(RECORDS: this section's record folder) retrains a sample at the current code and reports every metric "
+            "that does not reproduce.")
 
 
 def _comparison_json(comparison: Comparison | None) -> dict[str, Any] | None:

@@ -18,9 +18,15 @@ from typing import Any
 
 from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard, Row
 from tokbench.leaderboard.document import Image
-from tokbench.leaderboard.scores import Ladder, Scores, build_scores, rung_cell, rung_stat
+from tokbench.leaderboard.report import Report
+from tokbench.leaderboard.scale import CHANCE_SCALE, FINAL
+from tokbench.leaderboard.scores import Ladder, Scores, rung_cell, rung_stat
 from tokbench.leaderboard.stats import Stat, seed_mean
 from tokbench.leaderboard.views import column_header, row_header
+
+LEGEND_SIZE = 10  # points: the body text of a page, so a legend reads as easily as the text around it
+MARKERS = "osD^vP*Xph"  # one per line of a panel, so lines that overlap stay distinguishable
+AT_OPTIMUM = 0.99  # a panel whose every point is at least this close to the optimum says so in words
 
 PLOTS_DIR = "plots"
 _PNG = {"Software": None}
@@ -55,11 +61,12 @@ def _save(fig: Any, folder: Path, stem: str, svg: bool) -> None:
 
 
 def heatmap(board: Leaderboard) -> Any:
-    """Normalised accuracy (accuracy / Bayes optimum, mean over seeds), models x held-out tasks."""
+    """Each cell's mean score (on its scale: chance 0 and oracle 1, or accuracy / Bayes optimum for older
+    records), models x held-out tasks."""
     columns = board.test_columns
     rows = [r for r in board.rows if any(board.cell(c, r) for c in columns)]
-    values = [[(c.metrics["normalized_accuracy"].mean if c and "normalized_accuracy" in c.metrics else math.nan)
-               for c in (board.cell(col, row) for col in columns)] for row in rows]
+    values = [[(stat.mean if (stat := rung_stat(board.cell(col, row))) is not None else math.nan)
+               for col in columns] for row in rows]
     fig = _figure(2.0 + 1.3 * len(columns), 1.5 + 0.45 * len(rows))
     ax = fig.add_subplot()
     image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
@@ -70,8 +77,8 @@ def heatmap(board: Leaderboard) -> Any:
             if not math.isnan(value):
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", color="white" if value < 0.6 else "black",
                         fontsize=8)
-    fig.colorbar(image, ax=ax, label="accuracy / Bayes optimum")
-    ax.set_title("Accuracy / Bayes-optimal accuracy (mean over seeds)")
+    fig.colorbar(image, ax=ax, label="score (1 = optimum)")
+    ax.set_title("Score per task configuration (mean over seeds)")
     return fig
 
 
@@ -156,7 +163,7 @@ def curves(column: Column, lines: list[Line]) -> Any:
         loss_ax.set_xlabel("step (log scale)")
         for ax in (acc_ax, loss_ax):
             ax.tick_params(labelbottom=True)  # every panel keeps its step axis
-        acc_ax.legend(fontsize=6, loc="best")
+        acc_ax.legend(fontsize=LEGEND_SIZE, loc="best")
     for index in range(len(panels), nrows * ncols):
         for row in (2 * (index // ncols), 2 * (index // ncols) + 1):
             axes[row, index % ncols].set_visible(False)
@@ -196,7 +203,7 @@ def attention(column: Column, panels: list[tuple[str, list[float]]]) -> Any:
         ax.set_title(_title(label), fontsize=8)
         ax.set_xlabel("input position")
         ax.set_ylabel("mean attention")
-    axes[0].legend(fontsize=7, loc="upper left")
+    axes[0].legend(fontsize=LEGEND_SIZE, loc="upper left")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     fig.suptitle(_title(f"{column_header(column)}: the query's mean attention over positions "
@@ -244,25 +251,158 @@ def ladders(board: Leaderboard, scores: Scores) -> Any:
     axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
     top = max((s.high if s.high is not None else s.mean for _, lines in panels for _, (_, stats) in lines
                for s in stats if s is not None), default=1.0)
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
     for ax, (ladder, lines) in zip(axes, panels):
         colors = _colors(len(lines))
         for index, (name, (label, stats)) in enumerate(lines):
             means = [s.mean if s else math.nan for s in stats]
             errors = [[s.mean - s.low if s and s.interval else 0.0 for s in stats],
                       [s.high - s.mean if s and s.interval else 0.0 for s in stats]]
-            ax.errorbar(range(len(stats)), means, yerr=errors, marker="o", markersize=3, linewidth=1, capsize=2,
-                        color=palette[name] if palette else colors[index], label=_text(label))
-        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="Bayes optimum")
+            ax.errorbar(range(len(stats)), means, yerr=errors, marker=markers[name], markersize=5,
+                        linewidth=1, capsize=2, fillstyle="none", color=palette[name] if palette else colors[index],
+                        label=_text(name if palette else label))
+        _say_if_all_at_optimum(ax, [s.mean for _, (_, stats) in lines for s in stats if s is not None])
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="optimum")
         ax.set_ylim(0, max(1.05, 1.02 * top))  # one scale for every panel
         ax.set_xticks(range(len(ladder.rungs)), [_text(r.label) for r in ladder.rungs])
         ax.set_xlabel(_text(" / ".join(ladder.axes)))
-        ax.set_ylabel("accuracy / Bayes optimum")
+        ax.set_ylabel(_scale_label(scores))
         ax.tick_params(labelleft=True)
-        ax.set_title(_title(ladder.title), fontsize=9)
-        ax.legend(fontsize=6, loc="best")
+        ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
+        if not palette:  # colours differ per panel: each panel names its own lines
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
     for ax in axes[len(panels):]:
         ax.set_visible(False)
-    fig.suptitle("Ladders: mean normalised accuracy per rung (easiest first), the best member of each model family")
+    if palette:
+        _shared_legend(fig, axes)
+    fig.suptitle("Ladders: mean score per rung (easiest first), the best member of each model family")
+    return fig
+
+
+def _shared_legend(fig: Any, axes: Any) -> None:
+    """One legend under every panel, at body-text size: the lines keep their colour and marker across panels, and
+    no legend covers a line."""
+    entries: dict[str, Any] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", fontsize=LEGEND_SIZE,
+               ncols=min(4, len(entries)), frameon=False)
+
+
+def _scale_label(scores: Scores) -> str:
+    return "score (chance 0, optimum 1)" if scores.scales == [CHANCE_SCALE] else "score (accuracy / optimum)"
+
+
+def _say_if_all_at_optimum(ax: Any, means: list[float]) -> None:
+    """Write "all at optimum" in a panel whose lines all sit on the optimum, where they hide one another."""
+    if means and min(means) >= AT_OPTIMUM:
+        ax.text(0.5, 0.5, "all at optimum", transform=ax.transAxes, ha="center", va="center",
+                fontsize=LEGEND_SIZE, color="grey")
+
+
+def budget_lines(report: Report, ladder: str) -> list[tuple[str, list[float]]]:
+    """Per model family, its learned member's mean score on ``ladder`` at each budget (NaN where it has none): the
+    member with the highest final score."""
+    budgets = report.budgets
+    assert budgets is not None
+    final = budgets.tables[FINAL]
+    best: dict[str, tuple[float, Row]] = {}
+    for row in final.ranked:
+        stat = final.score(ladder, row).stat
+        name = final.family[row.key]
+        if stat is not None and (name not in best or stat.mean > best[name][0]):
+            best[name] = (stat.mean, row)
+    ranked = sorted(best.items(), key=lambda item: -item[1][0])[:LINES_PER_PANEL]
+    return [(name, [s.stat.mean if (s := table.score(ladder, row)).stat else math.nan
+                    for table in budgets.tables.values()]) for name, (_, row) in ranked]
+
+
+def budget_curves(report: Report) -> Any:
+    """Small multiples, one panel per family: score against training steps (log scale), one line per model family
+    (its best member), the final step drawn at the budget after the last (runs stop at different steps)."""
+    budgets, scores = report.budgets, report.scores
+    assert budgets is not None and scores is not None
+    labels = budgets.labels
+    steps = [int(label) for label in labels if label != FINAL]
+    xs = [*steps, steps[-1] * 3 if steps else 1]
+    panels = [(ladder, budget_lines(report, ladder.task)) for ladder in scores.ladders]
+    ncols = min(PANEL_COLUMNS, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(4.8 * ncols, 3.8 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    names = sorted({name for _, lines in panels for name, _ in lines})
+    palette = dict(zip(names, _colors(len(names)))) if len(names) <= LINES_PER_PANEL else {}
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
+    for ax, (ladder, lines) in zip(axes, panels):
+        for name, means in lines:
+            ax.plot(xs, means, marker=markers[name], fillstyle="none", linewidth=1, color=palette.get(name),
+                    label=_text(name))
+        _say_if_all_at_optimum(ax, [m for _, means in lines for m in means if not math.isnan(m)])
+        ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8, label="optimum")
+        ax.set_xscale("log")
+        ax.set_xticks(xs, [*(f"{s:,}" for s in steps), "final"])
+        ax.minorticks_off()
+        ax.set_xlabel("training steps")
+        ax.set_ylabel(_scale_label(scores))
+        ax.tick_params(labelleft=True)
+        ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
+        if not palette:
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if palette:
+        _shared_legend(fig, axes)
+    fig.suptitle("Score against training budget, the best member of each model family")
+    return fig
+
+
+def length_lines(report: Report, ladder: Ladder) -> list[tuple[str, list[float]]]:
+    """Per learned model (each attention model is one positional encoding) with an evaluation on ``ladder``: its
+    mean accuracy at the training length and at each setting (NaN where n/a)."""
+    from tokbench.leaderboard.lengths import ladder_mean
+
+    lengths, scores = report.lengths, report.scores
+    assert lengths is not None and scores is not None
+    lines: dict[str, list[float]] = {}
+    for row in scores.ranked:
+        points = [ladder_mean(report.board, ladder, row, name, "accuracy") for name in (None, *lengths.settings)]
+        if any(p is not None for p in points[1:]) and row.model not in lines:
+            lines[row.model] = [math.nan if p is None else p for p in points]
+    return list(lines.items())[:LINES_PER_PANEL]
+
+
+def length_curves(report: Report) -> Any:
+    """One panel per family: test accuracy against evaluation length (training length first), one line per model;
+    a model that cannot run at a longer length has no point there."""
+    lengths, scores = report.lengths, report.scores
+    assert lengths is not None and scores is not None
+    panels = [(ladder, lines) for ladder in scores.ladders if (lines := length_lines(report, ladder))]
+    ncols = max(1, min(PANEL_COLUMNS, len(panels)))
+    nrows = max(1, math.ceil(len(panels) / ncols))
+    fig = _figure(4.8 * ncols, 3.8 * nrows)
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharey=True).ravel()
+    ticks = ["trained", *lengths.settings]
+    names = sorted({name for _, lines in panels for name, _ in lines})
+    palette = dict(zip(names, _colors(len(names)))) if len(names) <= LINES_PER_PANEL else {}
+    markers = dict(zip(names, MARKERS * (len(names) // len(MARKERS) + 1)))
+    for ax, (ladder, lines) in zip(axes, panels):
+        for name, means in lines:
+            ax.plot(range(len(ticks)), means, marker=markers[name], fillstyle="none", linewidth=1,
+                    color=palette.get(name), label=_text(name))
+        ax.set_xticks(range(len(ticks)), [_text(t) for t in ticks])
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("evaluation length")
+        ax.set_ylabel("test accuracy")
+        ax.tick_params(labelleft=True)
+        ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
+        if not palette:
+            ax.legend(fontsize=LEGEND_SIZE, loc="best")
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if palette:
+        _shared_legend(fig, axes)
+    fig.suptitle("Length generalisation: accuracy against evaluation length, one line per model")
     return fig
 
 
@@ -281,22 +421,32 @@ class Plot:
         return [f"{stem}.png", *([f"{stem}.svg"] if self.svg else [])]
 
 
-def plan(board: Leaderboard, prefix: str = "") -> list[Plot]:
-    """Every plot the records allow: the ladders, the heatmap, then per task the curves and the attention profiles.
+def plan(report: Report, prefix: str = "") -> list[Plot]:
+    """Every plot the report allows: the ladders (the key plot, also as SVG), the budget curves, the length
+    curves, the heatmap, then per task the curves and the attention profiles.
 
     File names start with ``prefix`` (a section's). Planning draws nothing and imports no
     matplotlib, so the documents that link the plots can be rendered (and checked) without
     drawing them.
     """
-    def image(caption: str, stem: str, leads: bool = False) -> Image:
-        return Image(caption, f"{PLOTS_DIR}/{prefix}{stem}.png", leads)
+    board = report.board
+
+    def image(caption: str, stem: str, leads: bool = False, svg: bool = False) -> Image:
+        path = f"{PLOTS_DIR}/{prefix}{stem}"
+        return Image(caption, f"{path}.png", leads, f"{path}.svg" if svg else "")
 
     plots: list[Plot] = []
-    if (scores := build_scores(board)) is not None:
-        plots.append(Plot(image("Ladders: mean normalised accuracy per rung, one line per model family", "ladders",
-                                leads=True), partial(ladders, board, scores)))
+    if (scores := report.scores) is not None:
+        plots.append(Plot(image("Ladders: mean score per rung, one line per model family", "ladders", leads=True,
+                                svg=True), partial(ladders, board, scores), svg=True))
+        if report.budgets is not None:
+            plots.append(Plot(image("Score against training steps per family, one line per model family", "budgets",
+                                    leads=True), partial(budget_curves, report)))
+        if report.lengths is not None:
+            plots.append(Plot(image("Accuracy against evaluation length, one line per model (positional encoding)",
+                                    "lengths", leads=True), partial(length_curves, report)))
     if board.test_columns:
-        plots.append(Plot(image("Normalised accuracy, models x tasks", "heatmap"), partial(heatmap, board), svg=True))
+        plots.append(Plot(image("Score, models x tasks", "heatmap"), partial(heatmap, board), svg=True))
     for column in board.columns:
         name = column_header(column)
         if lines := curve_lines(board, column):

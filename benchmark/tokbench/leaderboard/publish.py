@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the CLI imports this module to build its parser: keep it li
     from tokbench.leaderboard.aggregate import Section
     from tokbench.leaderboard.document import Image
     from tokbench.leaderboard.plots import Plot
+    from tokbench.leaderboard.report import Report
 
 FILES = {"md": "README.md", "csv": "leaderboard.csv", "json": "leaderboard.json", "html": "index.html",
          "latex": "leaderboard.tex"}
@@ -28,26 +29,33 @@ DETAILS_FILE = "details.md"  # the published README links its per-task detail ta
 
 
 def render(sections: Sequence[Section], fmt: str, images: Mapping[str, Sequence[Image]] | None = None,
-           commands: Sequence[str] = (), details: str | None = None) -> str:
-    """The leaderboard as text in ``fmt`` (one of ``FILES``); Markdown links ``details`` for its detail tables."""
+           commands: Sequence[str] = (), details: str | None = None,
+           reports: Sequence[Report] | None = None) -> str:
+    """The leaderboard as text in ``fmt`` (one of ``FILES``); Markdown links ``details`` for its detail tables.
+
+    ``reports`` are the sections' reports when the caller has built them already (one build per publish).
+    """
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_csv, to_html, to_json, to_latex, to_markdown
+    from tokbench.leaderboard.report import build_reports
 
+    reports = build_reports(sections) if reports is None else reports
     if fmt == "md":
-        return to_markdown(document(sections, images, commands, details=details))
+        return to_markdown(document(reports, images, commands, details=details))
     if fmt == "html":
-        return to_html(document(sections, images, commands))
-    return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](sections)
+        return to_html(document(reports, images, commands))
+    return {"csv": to_csv, "json": to_json, "latex": to_latex}[fmt](reports)
 
 
 def show(sections: Sequence[Section], console: Any = None) -> None:
     """Print the brief leaderboard (main table, findings, failed runs) on a rich console (default: stdout)."""
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
+    from tokbench.leaderboard.report import build_reports
 
     from tokbench.commands import output_console
 
-    to_terminal(document(sections, brief=True), console or output_console())
+    to_terminal(document(build_reports(sections), brief=True), console or output_console())
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
@@ -94,22 +102,27 @@ def _adaptive_flags(section: Section) -> str:
     return f" --target-ci {half_width:g} --max-seeds {cap}"
 
 
-def plot_plans(sections: Sequence[Section]) -> dict[str, list[Plot]]:
+def plot_plans(sections: Sequence[Section], reports: Sequence[Report] | None = None) -> dict[str, list[Plot]]:
     """Each section's plots, their files prefixed by the section's name when there are several."""
     from tokbench.leaderboard.plots import plan
+    from tokbench.leaderboard.report import build_reports
 
-    return {s.name: plan(s.board, f"{s.slug}-" if s.name else "") for s in sections}
+    reports = build_reports(sections) if reports is None else reports
+    return {r.name: plan(r, f"{r.section.slug}-" if r.name else "") for r in reports}
 
 
-def published_texts(sections: Sequence[Section], out: Path) -> dict[str, str]:
+def published_texts(sections: Sequence[Section], out: Path, reports: Sequence[Report] | None = None
+                    ) -> dict[str, str]:
     """The text files of the published folder ``out`` by name, linking the plots that :func:`publish` draws."""
     from tokbench.leaderboard.document import details_document
     from tokbench.leaderboard.render import to_markdown
+    from tokbench.leaderboard.report import build_reports
 
-    images = {name: [plot.image for plot in plots] for name, plots in plot_plans(sections).items()}
+    reports = build_reports(sections) if reports is None else reports
+    images = {name: [plot.image for plot in plots] for name, plots in plot_plans(sections, reports).items()}
     commands = regenerate_commands(sections, out)
-    texts = {name: render(sections, fmt, images, commands, DETAILS_FILE) for fmt, name in FILES.items()}
-    return {**texts, DETAILS_FILE: to_markdown(details_document(sections, images))}
+    texts = {name: render(sections, fmt, images, commands, DETAILS_FILE, reports) for fmt, name in FILES.items()}
+    return {**texts, DETAILS_FILE: to_markdown(details_document(reports, images))}
 
 
 def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list[Path]:
@@ -121,10 +134,13 @@ def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list
     from tokbench.leaderboard.plots import PLOTS_DIR, remove_stale_plots, write_plots
     from tokbench.storage import atomic_write
 
+    from tokbench.leaderboard.report import build_reports
+
+    reports = build_reports(sections)  # computed once: every text and plot below only renders it
     expected = _copy_records(sections, out)
-    plots = [plot for section_plots in plot_plans(sections).values() for plot in section_plots]
+    plots = [plot for section_plots in plot_plans(sections, reports).values() for plot in section_plots]
     write_plots(plots, out)
-    texts = published_texts(sections, out)
+    texts = published_texts(sections, out, reports)
     for name, text in texts.items():
         atomic_write(out / name, text)
     if prune:

@@ -18,9 +18,10 @@ from typing import Any
 from tabulate import LATEX_ESCAPE_RULES, tabulate
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, Leaderboard, Section, canonical
-from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Heading, Image, Paragraph
-from tokbench.leaderboard.scores import OVERALL, Score, Scores, build_scores
+from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
+from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
+from tokbench.leaderboard.report import Report
+from tokbench.leaderboard.scores import OVERALL, Score
 from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
                                         number_text, score_table, training_table)
@@ -57,17 +58,26 @@ def _md_row(cells: Sequence[str]) -> str:
 
 
 def _md_table(table: Table) -> str:
-    """A GitHub table without alignment padding (padding to the widest cell tripled the file's size)."""
+    """A GitHub table without alignment padding (padding to the widest cell tripled the file's size): its caption
+    before it, its notes after it."""
     rows = [_md_row([_md_value(v) for v in row]) for row in table.all_rows()]
-    out = "".join(f"- {escape_md(note)}\n" for note in table.notes)
+    notes_md = "".join(f"\n- {escape_md(note)}" for note in table.notes)
     lines = [_md_row([escape_md(h) for h in table.headers]), _md_row(["---"] * len(table.headers)), *rows]
-    return out + ("\n" if out else "") + "\n".join(lines)
+    caption = f"{escape_md(table.caption)}\n\n" if table.caption else ""
+    return caption + "\n".join(lines) + (f"\n{notes_md}" if notes_md else "")
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
+    return "\n\n".join(_md_blocks(blocks)) + "\n"
+
+
+def _md_blocks(blocks: Sequence[Block]) -> list[str]:
     parts = []
     for block in blocks:
-        if isinstance(block, Heading):
+        if isinstance(block, Folded):
+            parts.append(f"**{escape_md(block.summary)}**")
+            parts += _md_blocks(block.blocks)
+        elif isinstance(block, Heading):
             parts.append("#" * block.level + " " + escape_md(block.text))
         elif isinstance(block, Paragraph):
             parts.append(escape_md(block.text))
@@ -79,14 +89,16 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             parts.append(f"![{escape_md(block.caption)}]({block.path})")
         elif isinstance(block, Code):
             parts.append("```sh\n" + "\n".join(block.lines) + "\n```")
-    return "\n\n".join(parts) + "\n"
+    return parts
 
 
 # ---- HTML ----------------------------------------------------------------------------------------------------
 
 # Each table scrolls inside its own box (sticky header row and first column), so the page never scrolls sideways
-# and no cell wraps.
+# and no cell wraps; long unbroken text (lists of commit hashes) breaks anywhere rather than widen the page.
 _STYLE = """body{font-family:system-ui,sans-serif;max-width:90rem;margin:2rem auto;padding:0 1rem;color:#222}
+p,li,figcaption,summary,caption{overflow-wrap:anywhere}caption{caption-side:top;text-align:left;padding:.25rem 0}
+details{margin:1rem 0}summary{cursor:pointer;font-weight:bold}
 .scroll{overflow:auto;max-width:100%;max-height:80vh;margin:1rem 0;border:1px solid #ccc}
 table{border-collapse:separate;border-spacing:0}
 th,td{border-right:1px solid #ddd;border-bottom:1px solid #ddd;padding:.25rem .5rem;text-align:left;
@@ -94,10 +106,12 @@ white-space:nowrap;background:#fff}
 thead th{position:sticky;top:0;z-index:2;background:#f3f3f3;cursor:pointer;user-select:none}
 th:first-child,td:first-child{position:sticky;left:0;z-index:1}thead th:first-child{z-index:3}
 th[aria-sort=descending]::after{content:" \\25BC"}th[aria-sort=ascending]::after{content:" \\25B2"}
-tr.pinned td{font-style:italic;background:#fafafa}.best{font-weight:bold}
+tr.pinned td,tbody.pinned td{font-style:italic;background:#fafafa}tbody.pinned tr:first-child td{border-top:2px solid
+#999}.best{font-weight:bold}
 img{max-width:100%}pre{background:#f6f6f6;padding:.5rem;overflow:auto}"""
 
-# Click a header to sort its column: descending first, then ascending; blanks always last; the Bayes row stays last.
+# Click a header to sort its column: descending first, then ascending; blanks always last; the Bayes row stays last,
+# and baselines and oracles stay in their own tbody after the ranked rows (only the first tbody is sorted).
 # Sort by the header's own column (cellIndex), not its position among every header of the page.
 _SCRIPT = """document.querySelectorAll("table.sortable th").forEach(th => th.addEventListener("click", () => {
   const i = th.cellIndex, table = th.closest("table"), body = table.tBodies[0];
@@ -120,7 +134,8 @@ def _html_cell(value: Value) -> str:
     if isinstance(value, Measure):
         css = ' class="best"' if value.best else ""
         sort = _sort_key(value.stat and value.stat.mean)
-        return f'<td data-sort="{sort}"{css}>{html.escape(measure_text(value))}</td>'
+        why = f' title="{html.escape(value.reason)}"' if value.reason else ""
+        return f'<td data-sort="{sort}"{css}{why}>{html.escape(measure_text(value))}</td>'
     if isinstance(value, Number):
         return f'<td data-sort="{_sort_key(value.value)}">{number_text(value)}</td>'
     return f"<td>{html.escape(value)}</td>"
@@ -135,15 +150,29 @@ def _html_table(table: Table) -> str:
     body = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in table.rows]
     if table.footer:
         body.append('<tr class="pinned">' + "".join(_html_cell(v) for v in table.footer) + "</tr>")
+    pinned = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in table.pinned]
     notes_html = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
-    return ((f"<ul>{notes_html}</ul>\n" if notes_html else "") + '<div class="scroll"><table class="sortable">'
-            f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody></table></div>")
+    caption = f"<p>{html.escape(table.caption)}</p>\n" if table.caption else ""
+    return (caption + '<div class="scroll"><table class="sortable">'
+            f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>"
+            + ('\n<tbody class="pinned">\n' + "\n".join(pinned) + "\n</tbody>" if pinned else "")
+            + "</table></div>" + (f"\n<ul>{notes_html}</ul>" if notes_html else ""))
 
 
 def to_html(blocks: Sequence[Block]) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{TITLE}</title>\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(_html_blocks(blocks))
+            + f"\n<script>{_SCRIPT}</script>\n</body></html>\n")
+
+
+def _html_blocks(blocks: Sequence[Block]) -> list[str]:
     parts = []
     for block in blocks:
-        if isinstance(block, Heading):
+        if isinstance(block, Folded):
+            parts.append(f"<details><summary>{html.escape(block.summary)}</summary>\n"
+                         + "\n".join(_html_blocks(block.blocks)) + "\n</details>")
+        elif isinstance(block, Heading):
             parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
             parts.append(f"<p>{html.escape(block.text)}</p>")
@@ -152,13 +181,11 @@ def to_html(blocks: Sequence[Block]) -> str:
         elif isinstance(block, Table):
             parts.append(_html_table(block))
         elif isinstance(block, Image):
-            parts.append(f'<figure><img src="{html.escape(block.path)}" alt="{html.escape(block.caption)}">'
+            parts.append(f'<figure><img src="{html.escape(block.svg or block.path)}" alt="{html.escape(block.caption)}">'
                          f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
         elif isinstance(block, Code):
             parts.append("<pre>" + html.escape("\n".join(block.lines)) + "</pre>")
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{TITLE}</title>\n'
-            f"<style>{_STYLE}</style></head>\n<body>\n" + "\n".join(parts) + f"\n<script>{_SCRIPT}</script>\n"
-            "</body></html>\n")
+    return parts
 
 
 # ---- LaTeX (booktabs) ----------------------------------------------------------------------------------------
@@ -186,14 +213,14 @@ def _latex_table(table: Table) -> str:
             "\\end{table}")
 
 
-def to_latex(sections: Sequence[Section]) -> str:
+def to_latex(reports: Sequence[Report]) -> str:
     """The main and detail tables of each section as booktabs tables (needs \\usepackage{booktabs})."""
     tables = []
-    for section in sections:
-        prefix = f"{section.name}: " if section.name else ""
-        board = section.board
-        scores = build_scores(board)
-        tables_of_board = (score_table(scores) if scores else None, main_table(board), training_table(board),
+    for report in reports:
+        prefix = f"{report.name}: " if report.name else ""
+        board, scores = report.board, report.scores
+        tables_of_board = (score_table(scores, report.budget, report.lengths) if scores else None, main_table(board),
+                           training_table(board),
                            *(detail_table(board, c) for c in board.columns))
         for table in (t for t in tables_of_board if t is not None):
             tables.append(_latex_table(replace(table, title=prefix + table.title)))
@@ -213,7 +240,10 @@ def to_terminal(blocks: Sequence[Block], console: Any) -> None:
         return Text(number_text(value) if isinstance(value, Number) else value)
 
     for block in blocks:
-        if isinstance(block, Heading):
+        if isinstance(block, Folded):
+            console.print(Text(block.summary, style="bold"))
+            to_terminal(block.blocks, console)
+        elif isinstance(block, Heading):
             console.print()
             console.print(Text(block.text, style="bold underline" if block.level < 3 else "bold"))
         elif isinstance(block, Paragraph):
@@ -222,17 +252,21 @@ def to_terminal(blocks: Sequence[Block], console: Any) -> None:
             for item in block.items:
                 console.print(Text("- " + item))
         elif isinstance(block, Table):
-            for note in block.notes:
-                console.print(Text("  " + note, style="dim"))
+            if block.caption:
+                console.print(Text(block.caption))
             table = RichTable(title=None)
             for header in block.headers:
                 table.add_column(Text(header), overflow="fold")
             for row in block.rows:
                 table.add_row(*(cell(v) for v in row))
-            if block.footer:
-                table.add_section()
-                table.add_row(*(cell(v) for v in block.footer))
+            for extra in (block.pinned, [block.footer] if block.footer else []):
+                if extra:
+                    table.add_section()
+                for row in extra:
+                    table.add_row(*(cell(v) for v in row))
             console.print(table)
+            for note in block.notes:
+                console.print(Text("  " + note, style="dim"))
         elif isinstance(block, Code):
             for line in block.lines:
                 console.print(Text(line))
@@ -259,27 +293,43 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
 
 
 def _score_json(score: Score) -> dict[str, Any]:
-    return {"score": _stat_json(score.stat), "best": score.best, "not_applicable": score.not_applicable}
+    return {"score": _stat_json(score.stat), "best": score.best, "not_applicable": score.not_applicable,
+            **({"reason": score.reason} if score.reason else {}), **({"scale": score.scale} if score.stat else {})}
 
 
-def _scores_json(scores: Scores) -> dict[str, Any]:
-    """The score table for machines: ladders with their rungs, then each model's score per column."""
+def _scores_json(report: Report) -> dict[str, Any]:
+    """The score table for machines: ladders with their rungs, then each model's score per column, by budget and
+    by evaluation length (``length``: per setting, each column's score)."""
+    scores = report.scores
+    assert scores is not None
+    budgets = report.budgets.tables if report.budgets else {}
+    lengths = report.lengths.tables if report.lengths else {}
+    stability = report.budgets.stability if report.budgets else []
     return {
+        "budget": report.budget, "counted": scores.counted, "dropped": scores.dropped,
+        "budgets": list(budgets), "length_settings": list(lengths),
+        "stability": [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
+                       "pvalue": _round(s.pvalue), "n": s.n} for s in stability],
         "ladders": [{"task": lad.task, "pitfall": lad.pitfall, "axes": lad.axes,
                      "rungs": [{"rung": r.index, "axes": r.axes, "tasks": [c.slug for c in r.columns]}
                                for r in lad.rungs]} for lad in scores.ladders],
         "columns": scores.columns,
         "rows": [{"model": row.slug, "label": row.label, "family": scores.family[row.key], "oracle": row.oracle,
-                  "scores": {column: _score_json(scores.score(column, row)) for column in scores.columns}}
+                  "baseline": row.baseline,
+                  "scores": {column: _score_json(scores.score(column, row)) for column in scores.columns},
+                  "by_budget": {label: {column: _score_json(table.score(column, row)) for column in table.columns}
+                                for label, table in budgets.items()},
+                  "length": {name: {column: _score_json(table.score(column, row)) for column in table.columns}
+                             for name, table in lengths.items()}}
                  for row in scores.rows],
-        "claims": notes.score_claims(scores),
+        "claims": report.claims,
     }
 
 
-def _board_json(board: Leaderboard) -> dict[str, Any]:
-    scores = build_scores(board)
+def _board_json(report: Report) -> dict[str, Any]:
+    board = report.board
     return {
-        **({"scores": _scores_json(scores)} if scores else {}),
+        **({"scores": _scores_json(report)} if report.scores else {}),
         "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
                    "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
                    "citation": c.citation} for c in board.columns],
@@ -287,30 +337,31 @@ def _board_json(board: Leaderboard) -> dict[str, Any]:
                     "train": r.train, "recipe": r.recipe, "description": r.description, "citation": r.citation}
                    for r in board.rows],
         "cells": [_cell_json(cell) for column in board.columns for cell in board.column_cells(column)],
-        "findings": notes.findings(board),
-        "protocol": notes.protocol(board),
+        "findings": report.findings,
+        "protocol": report.protocol,
+        "provenance": report.provenance,
     }
 
 
-def to_json(sections: Sequence[Section]) -> str:
+def to_json(reports: Sequence[Report]) -> str:
     """Everything the tables show, for machines; cells refer to tasks and models by their ids."""
     data = {
         "generated_by": "tokbench leaderboard", "interval": INTERVAL,
-        "records": sum(s.board.record_count() for s in sections),
-        "sections": [{"name": s.name, **_board_json(s.board)} for s in sections],
+        "records": sum(r.board.record_count() for r in reports),
+        "sections": [{"name": r.name, **_board_json(r)} for r in reports],
     }
     return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
-def to_csv(sections: Sequence[Section]) -> str:
+def to_csv(reports: Sequence[Report]) -> str:
     """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI.
 
     Where a section has ladders, five columns follow: ``kind`` (``cell``, or ``score`` for
     a line of the score table: task_label names its column), the cell's ``ladder_rung``,
     and the score's mean and interval.
     """
-    cells = [(s.name, cell) for s in sections for column in s.board.columns for cell in s.board.column_cells(column)]
-    scores = {s.name: board_scores for s in sections if (board_scores := build_scores(s.board))}
+    cells = [(r.name, cell) for r in reports for column in r.board.columns for cell in r.board.column_cells(column)]
+    scores = {r.name: r.scores for r in reports if r.scores}
     found = {m for _, cell in cells for m in cell.metrics}
     metrics = list(CORE_METRICS) + sorted(found - set(CORE_METRICS))
     extra = {"untrained_accuracy": lambda c: c.untrained, "steps": lambda c: c.steps,

@@ -2,13 +2,20 @@
 
 A record from a ladder block of a suite carries ``ladder = {rung, rungs, axes}``; a
 task's ladder is the set of its columns whose records carry it, rung 0 the easiest.
-A model configuration (a row) has a family score on a ladder when it has at least one
-successful seed at every rung (a rung no record reached leaves every row without one):
-the mean over rungs of its mean normalised accuracy (accuracy / Bayes optimum), rungs
-weighted equally. Its overall score is the mean of
-its family scores over the non-pitfall families, each weighted equally, and exists
-only when it has a score in every one of them. A pitfall family (a record's
-``meta.task_pitfall``) is scored on its own and never enters the overall score.
+Each run is scored on its scale (:mod:`tokbench.leaderboard.scale`: chance 0, optimum 1 on
+the same test sequences; older records accuracy / Bayes optimum). A model configuration (a
+row) has a family score on a ladder when it has at least one scored seed at every rung (a
+rung no record reached leaves every row without one): the mean over rungs of its mean
+score, rungs weighted equally. Its overall score is the mean of its family scores over the
+*counted* families, each weighted equally, and exists only when it has a score in every one
+of them. A family counts unless the ``last-token`` baseline is as good as every learned
+model there (:func:`far_from_last_token`); a pitfall family (a record's
+``meta.task_pitfall``) is scored on its own and never counts.
+
+The same construction scores any *pick* of a record (:mod:`~tokbench.leaderboard.scale`):
+its final accuracy, its accuracy at a training budget, or an extra evaluation at a longer
+context; :func:`build_scores` takes the pick and, for the secondary tables, the counted
+families of the main one.
 
 Every interval and test comes from :mod:`tokbench.leaderboard.stats`
 (:func:`~tokbench.leaderboard.stats.weighted_sum`,
@@ -17,14 +24,16 @@ Every interval and test comes from :mod:`tokbench.leaderboard.stats`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokbench.leaderboard.aggregate import Cell, Column, Leaderboard, Row, format_value
-from tokbench.leaderboard.stats import (MATCHES, Estimate, Part, Stat, compare_scores, metric_range, summarise,
+from tokbench.leaderboard import scale
+from tokbench.leaderboard.aggregate import LAST_TOKEN, UNIFORM, Cell, Column, Leaderboard, Row, format_value
+from tokbench.leaderboard.scale import BAYES_SCALE, CHANCE_SCALE, NotApplicable, Pick
+from tokbench.leaderboard.stats import (ABOVE, MARGIN, MATCHES, Estimate, Part, Stat, compare_scores, summarise,
                                         weighted_sum)
 
-METRIC = "normalized_accuracy"
 OVERALL = "Overall"
 
 
@@ -68,17 +77,24 @@ class Score:
     not_applicable: bool = False
     best: bool = False
     missing: tuple[str, ...] = ()  # Overall only: the families where the model has no score
+    reason: str = ""  # why it does not apply, as the records say
+    scale: str = CHANCE_SCALE
 
 
 @dataclass
 class Scores:
-    """The score table's content: ladders (non-pitfall first), rows, and each (column name, row key) score."""
+    """The score table's content: ladders (non-pitfall first), rows, and each (column name, row key) score.
+
+    ``counted`` names the families in Overall; ``dropped`` says, per family left out, why.
+    """
 
     families: list[Ladder]
     pitfalls: list[Ladder]
     rows: list[Row]
     cells: dict[tuple[str, str], Score]
     family: dict[str, str]  # each row's model family, by row key
+    counted: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)
 
     @property
     def ladders(self) -> list[Ladder]:
@@ -86,13 +102,29 @@ class Scores:
 
     @property
     def columns(self) -> list[str]:
-        """The score table's columns, in order: families, ``Overall``, pitfalls."""
-        return [*(f.task for f in self.families), *([OVERALL] if self.families else []),
+        """The score table's columns, in order: ``Overall``, the families, then the pitfalls."""
+        return [*([OVERALL] if self.counted else []), *(f.task for f in self.families),
                 *(p.task for p in self.pitfalls)]
 
+    @property
+    def ranked(self) -> list[Row]:
+        """The learned models, by Overall (highest first)."""
+        return [r for r in self.rows if not r.pinned]
+
+    @property
+    def pinned(self) -> list[Row]:
+        """Baselines, then oracles: shown apart from the ranking."""
+        return [r for r in self.rows if r.pinned]
+
+    @property
+    def scales(self) -> list[str]:
+        """The scales the scores are on (older records keep accuracy / Bayes optimum)."""
+        return sorted({s.scale for s in self.cells.values() if s.stat is not None})
+
     def title(self, column: str) -> str:
-        """A column's header: the task, marked when it is a pitfall."""
-        return next((lad.title for lad in self.ladders if lad.task == column), column)
+        """A column's header: the task, marked when it is a pitfall or left out of Overall."""
+        name = next((lad.title for lad in self.ladders if lad.task == column), column)
+        return name + (" (not in Overall)" if column in self.dropped else "")
 
     def score(self, column: str, row: Row) -> Score:
         return self.cells.get((column, row.key), Score())
@@ -100,12 +132,7 @@ class Scores:
 
 def family(row: Row, board: Leaderboard) -> str:
     """The row's model family, as its records name it (older records: the model's name)."""
-    for cell in board.cells.values():
-        if cell.row is row:
-            for rec in cell.ok + cell.failed + cell.not_applicable:
-                if name := (rec.get("meta") or {}).get("model_family"):
-                    return name
-    return row.model
+    return row.family or row.model
 
 
 def find_ladders(board: Leaderboard) -> list[Ladder]:
@@ -135,52 +162,82 @@ def rung_cell(board: Leaderboard, rung: Rung, row: Row) -> Cell | None:
     return next((cell for column in rung.columns if (cell := board.cell(column, row)) is not None), None)
 
 
-def eval_var(cell: Cell) -> float:
-    """The evaluation-set variance of one seed's normalised accuracy: the accuracy's, over the squared optimum."""
-    optimum = cell.values("bayes_accuracy")
-    centre = math.fsum(optimum) / len(optimum) if optimum else 0.0
-    return cell.eval_var("accuracy") / centre**2 if centre > 0 else 0.0
+@dataclass(frozen=True)
+class RungValues:
+    """One cell's per-seed scores under a pick, one score's evaluation variance, its bounds and its scale."""
+
+    values: list[float]
+    eval_var: float
+    low: float
+    high: float
+    scale: str
+
+
+def rung_values(cell: Cell | None, pick: Pick = scale.final) -> RungValues | NotApplicable | None:
+    """The cell's scored seeds under ``pick``; why it does not apply; or None where no seed has a score."""
+    if cell is None:
+        return None
+    picked = [pick(rec) for rec in cell.ok]
+    metrics = [m for m in picked if isinstance(m, dict) and scale.score(m) is not None]
+    if not metrics:
+        reasons = [m.reason for m in picked if isinstance(m, NotApplicable)]
+        reasons += [rec.get("error") or "" for rec in cell.not_applicable] if not cell.ok else []
+        return NotApplicable(reasons[0] or "not applicable") if reasons or (cell.not_applicable and not cell.ok) \
+            else None
+    n = len(metrics)
+    examples = cell.column.examples(cell.column.eval_split)
+    scales = {scale.scale(m) for m in metrics}
+    return RungValues([scale.score(m) for m in metrics],
+                      math.fsum(scale.eval_var(m, examples, n) for m in metrics) / n,
+                      math.fsum(scale.lower_bound(m) for m in metrics) / n,
+                      math.fsum(scale.upper_bound(m) for m in metrics) / n,
+                      CHANCE_SCALE if scales == {CHANCE_SCALE} else BAYES_SCALE)
 
 
 def ceiling(cell: Cell) -> float:
-    """The highest mean normalised accuracy the cell can have: a perfect accuracy on every seed, 1 / optimum."""
-    optima = cell.values("bayes_accuracy")
-    if not optima or min(optima) <= 0:
-        return metric_range(METRIC)[1]
-    return math.fsum(1 / b for b in optima) / len(optima)
+    """The highest mean score the cell can have in expectation (1 on the chance scale, 1 / optimum before)."""
+    values = rung_values(cell)
+    return values.high if isinstance(values, RungValues) else math.inf
 
 
-def rung_stat(cell: Cell | None) -> Stat | None:
-    """The cell's mean normalised accuracy with the cell interval (t over seeds, floored, cut to its range)."""
-    values = cell.values(METRIC) if cell is not None else []
-    return summarise(values, eval_var(cell), (0.0, ceiling(cell))) if values else None
+def rung_stat(cell: Cell | None, pick: Pick = scale.final) -> Stat | None:
+    """The cell's mean score with the cell interval (t over seeds, floored, cut to its bound)."""
+    values = rung_values(cell, pick)
+    if not isinstance(values, RungValues):
+        return None
+    return summarise(values.values, values.eval_var, (values.low, values.high))
 
 
-Share = tuple[Part, float]  # a cell's part of a score, and the cell's ceiling
+Share = tuple[Part, RungValues]
 
 
-def _shares(board: Leaderboard, ladder: Ladder, row: Row) -> list[Share] | None | bool:
-    """The row's cells on ``ladder`` as score parts; False where a rung does not apply, None where one is missing."""
+def _shares(board: Leaderboard, ladder: Ladder, row: Row, pick: Pick) -> list[Share] | NotApplicable | None:
+    """The row's cells on ``ladder`` as score parts; why a rung does not apply; None where one is missing."""
     shares = []
     for rung in ladder.rungs:
-        cell = rung_cell(board, rung, row)
-        if cell is not None and cell.not_applicable and not cell.ok:
-            return False
-        values = cell.values(METRIC) if cell is not None else []
-        if not values:
-            return None
-        shares.append((Part(1 / len(ladder.rungs), values, eval_var(cell)), ceiling(cell)))
+        values = rung_values(rung_cell(board, rung, row), pick)
+        if values is None or isinstance(values, NotApplicable):
+            return values
+        shares.append((Part(1 / len(ladder.rungs), values.values, values.eval_var), values))
     return shares
 
 
 def _score(shares: list[Share]) -> Score:
-    """The weighted sum of the shares, its interval cut to [0, the weighted sum of the ceilings]."""
+    """The weighted sum of the shares, its interval cut to the weighted sums of the cells' bounds."""
     estimate = weighted_sum([part for part, _ in shares])
-    return Score(estimate, estimate.stat((0.0, math.fsum(part.weight * high for part, high in shares))))
+    bounds = tuple(math.fsum(part.weight * getattr(values, side) for part, values in shares) for side in ("low", "high"))
+    scales = {values.scale for _, values in shares}
+    return Score(estimate, estimate.stat(bounds),
+                 scale=CHANCE_SCALE if scales == {CHANCE_SCALE} else BAYES_SCALE)
 
 
-def build_scores(board: Leaderboard) -> Scores | None:
-    """The scores of every row with a cell on a ladder; None when the board has no ladder."""
+def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence[str] | None = None
+                 ) -> Scores | None:
+    """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
+
+    ``counted`` fixes the families of Overall (a secondary table uses the main table's);
+    by default they are the families :func:`far_from_last_token` keeps.
+    """
     ladders = find_ladders(board)
     if not ladders:
         return None
@@ -189,54 +246,91 @@ def build_scores(board: Leaderboard) -> Scores | None:
     ladder_columns = [c for lad in ladders for rung in lad.rungs for c in rung.columns]
     rows = [r for r in board.rows if any(board.cell(c, r) is not None for c in ladder_columns)]
     cells: dict[tuple[str, str], Score] = {}
+    shares: dict[tuple[str, str], list[Share]] = {}
     for row in rows:
-        overall: list[Share] = []
-        missing = []
         for ladder in ladders:
-            shares = _shares(board, ladder, row)
-            if shares is False:
-                cells[ladder.task, row.key] = Score(not_applicable=True)
-            elif shares:
-                cells[ladder.task, row.key] = _score(shares)
-            if ladder.pitfall:
-                continue
-            if shares:
-                overall += [(Part(p.weight / len(families), p.values, p.eval_var), high) for p, high in shares]
-            else:
-                missing.append(ladder.task)
-        if families:
-            cells[OVERALL, row.key] = _score(overall) if not missing else Score(missing=tuple(missing))
-    scores = Scores(families, pitfalls, _ordered(rows, cells), cells, {r.key: family(r, board) for r in rows})
+            found = _shares(board, ladder, row, pick)
+            if isinstance(found, NotApplicable):
+                cells[ladder.task, row.key] = Score(not_applicable=True, reason=found.reason)
+            elif found:
+                shares[ladder.task, row.key] = found
+                cells[ladder.task, row.key] = _score(found)
+    scores = Scores(families, pitfalls, rows, cells, {r.key: family(r, board) for r in rows})
+    if counted is None:
+        scores.dropped = {lad.task: why for lad in families if (why := far_from_last_token(scores, lad.task))}
+        scores.counted = [lad.task for lad in families if lad.task not in scores.dropped]
+    else:
+        scores.counted = [lad.task for lad in families if lad.task in counted]
+        scores.dropped = {lad.task: "left out of the main table's Overall" for lad in families
+                          if lad.task not in counted}
+    for row in rows:
+        missing = tuple(task for task in scores.counted if (task, row.key) not in shares)
+        if scores.counted:
+            overall = [(Part(p.weight / len(scores.counted), p.values, p.eval_var), values)
+                       for task in scores.counted for p, values in shares.get((task, row.key), [])]
+            reasons = [cells[t, row.key].reason for t in missing if (t, row.key) in cells]
+            if not missing:
+                cells[OVERALL, row.key] = _score(overall)
+            else:  # n/a where every missing family is n/a (with the first reason), else blank
+                cells[OVERALL, row.key] = Score(not_applicable=len(reasons) == len(missing), missing=missing,
+                                                reason=next((r for r in reasons if r), ""))
+    scores.rows = _ordered(rows, cells)
     for column in scores.columns:
         _mark_best(scores, column)
     return scores
 
 
+def far_from_last_token(scores: Scores, task: str) -> str:
+    """Why family ``task`` stays out of Overall ("" when it counts).
+
+    It counts when some learned model's family score is *far* from the ``last-token``
+    baseline's: the 95% Welch interval of the difference (:func:`stats.compare_scores`)
+    lies above +``MARGIN``. Where the baseline has no score on the family there is
+    nothing to compare, and the family counts.
+    """
+    last = next((s.estimate for r in scores.rows if r.model == LAST_TOKEN
+                 and (s := scores.score(task, r)).estimate is not None), None)
+    if last is None:
+        return ""
+    for row in scores.ranked:
+        estimate = scores.score(task, row).estimate
+        if estimate is not None and (test := compare_scores(estimate, last)).verdict is not None \
+                and test.low > MARGIN:
+            return ""
+    return f"no learned model is shown above the last-token baseline by more than {MARGIN:g}"
+
+
 def _ordered(rows: list[Row], cells: dict[tuple[str, str], Score]) -> list[Row]:
-    """Learned models by overall score, highest first, those without one last; oracles after them."""
-    def key(row: Row) -> tuple[bool, bool, float]:
+    """Learned models by overall score, highest first, those without one last; then baselines, then oracles."""
+    def key(row: Row) -> tuple[bool, bool, bool, float]:
         stat = cells.get((OVERALL, row.key), Score()).stat
-        return row.oracle, stat is None, -stat.mean if stat else 0.0
+        return row.pinned, row.oracle, stat is None, -stat.mean if stat else 0.0
 
     return sorted(rows, key=key)  # stable: ties keep the board's order
 
 
 def learned(scores: Scores, column: str) -> list[tuple[Row, Score]]:
     """The learned models with a score on ``column``, highest first."""
-    ranked = [(row, s) for row in scores.rows if not row.oracle and (s := scores.score(column, row)).estimate]
+    ranked = [(row, s) for row in scores.ranked if (s := scores.score(column, row)).estimate]
     return sorted(ranked, key=lambda item: -item[1].estimate.value)
 
 
 def _mark_best(scores: Scores, column: str) -> None:
-    """Bold, as the accuracy table's rule: the highest learned score and every score shown equivalent to it.
+    """Bold: the highest learned score and every score shown equivalent to it, where the score is also shown
+    above both the ``last-token`` and the ``uniform`` baselines' scores on the column.
 
     Equivalent: :func:`stats.compare_scores` finds the difference within +-``MARGIN`` (TOST,
-    every cell with at least ``MIN_SEEDS`` seeds). Oracles are never best.
+    every cell with at least ``MIN_SEEDS`` seeds); above a baseline: its verdict is
+    ``above`` (a baseline without a score on the column asks nothing). Oracles and
+    baselines are never best.
     """
     ranked = learned(scores, column)
     if not ranked:
         return
+    references = [s.estimate for row in scores.pinned if row.model in (LAST_TOKEN, UNIFORM)
+                  and (s := scores.score(column, row)).estimate is not None]
     top = ranked[0][1].estimate
     for row, score in ranked:
-        if score.estimate.value == top.value or compare_scores(score.estimate, top).verdict == MATCHES:
-            scores.cells[column, row.key] = Score(score.estimate, score.stat, best=True)
+        best = score.estimate.value == top.value or compare_scores(score.estimate, top).verdict == MATCHES
+        if best and all(compare_scores(score.estimate, ref).verdict == ABOVE for ref in references):
+            scores.cells[column, row.key] = Score(score.estimate, score.stat, best=True, scale=score.scale)

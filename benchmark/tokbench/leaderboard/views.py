@@ -7,24 +7,36 @@ renderer escapes it), a :class:`Measure` (a statistic across seeds) or a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Row, format_params
-from tokbench.leaderboard.scores import OVERALL, Scores
+from tokbench.leaderboard.scale import FINAL
+from tokbench.leaderboard.scores import OVERALL, Ladder, Score, Scores
+
+if TYPE_CHECKING:
+    from tokbench.leaderboard.budgets import Budgets
+    from tokbench.leaderboard.lengths import Lengths
 from tokbench.leaderboard.stats import Stat
 
 BAYES_ROW = "Bayes optimum (analytic)"
 ORACLE_MARK = " (oracle)"
+BASELINE_MARK = " (baseline)"
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A statistic across seeds; ``stat`` is None when every run of the cell failed."""
+    """A statistic across seeds; ``stat`` is None when every run of the cell failed.
+
+    ``compact`` shows it as a score (two decimals and the seed count); ``reason`` says why
+    it does not apply.
+    """
 
     stat: Stat | None
     best: bool = False
     failed: int = 0
     not_applicable: bool = False
+    compact: bool = False
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -43,18 +55,24 @@ class Table:
     title: str
     headers: list[str]
     rows: list[list[Value]]
-    notes: list[str] = field(default_factory=list)  # lines shown above the table
+    notes: list[str] = field(default_factory=list)  # lines shown under the table
     footer: list[Value] | None = None  # a reference row kept last, e.g. the Bayes optimum
+    caption: str = ""  # what every number depends on, shown before the table
+    pinned: list[list[Value]] = field(default_factory=list)  # reference rows kept apart from the sorted ones
 
     def all_rows(self) -> list[list[Value]]:
-        return self.rows + ([self.footer] if self.footer else [])
+        return self.rows + self.pinned + ([self.footer] if self.footer else [])
 
 
 def measure_text(measure: Measure, dash: str = "–") -> str:
-    """``0.498 (0.494–0.502)``, ``0.498 (n=1)``, ``0.498 (0.494–0.502) [1 failed]``, ``failed (3)`` or ``n/a``."""
+    """``0.498 (0.494–0.502)``, ``0.498 (n=1)``, ``0.498 (0.494–0.502) [1 failed]``, ``failed (3)`` or ``n/a``;
+    compact: ``0.91 (0.89–0.93) n=5``."""
     stat = measure.stat
     if stat is None:
         return f"failed ({measure.failed})" if measure.failed else ("n/a" if measure.not_applicable else "")
+    if measure.compact:
+        interval = f" ({stat.low:.2f}{dash}{stat.high:.2f})" if stat.interval else ""
+        return f"{stat.mean:.2f}{interval} n={stat.n}"
     text = f"{stat.mean:.{DIGITS}f}"
     interval = stat.interval
     text += f" ({interval[0]:.{DIGITS}f}{dash}{interval[1]:.{DIGITS}f})" if interval else f" (n={stat.n})"
@@ -78,8 +96,8 @@ def seeds_text(seeds: list[int]) -> str:
 
 
 def row_header(row: Row) -> str:
-    """The row's label, marking an oracle (a model that reads the task's answer)."""
-    return row.label + (ORACLE_MARK if row.oracle else "")
+    """The row's label, marking an oracle (a model that reads the task's answer) and a baseline."""
+    return row.label + (ORACLE_MARK if row.oracle else BASELINE_MARK if row.baseline else "")
 
 
 def _accuracy(cell: Cell | None) -> Value:
@@ -90,7 +108,10 @@ def _accuracy(cell: Cell | None) -> Value:
 
 
 def _metric(cell: Cell, metric: str) -> Value:
-    """A detail-table cell; empty where the metric does not apply or every run failed."""
+    """A detail-table cell; empty where the metric does not apply or every run failed, and for the losses of a
+    reference row (an oracle's or baseline's logits are no probability model, so their loss means nothing)."""
+    if cell.row.pinned and "loss" in metric:
+        return ""
     stat = cell.metrics.get(metric)
     best = cell.best and metric == "accuracy" and not cell.column.on_training_split
     return "" if stat is None else Measure(stat, best)
@@ -157,19 +178,25 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     return Table(column_header(column), headers, rows, notes)
 
 
-def score_table(scores: Scores) -> Table:
-    """Models x task families: each family's score, Overall, then each pitfall family apart (never in Overall).
+def _score_cell(score: Score) -> Measure:
+    return Measure(score.stat, score.best, not_applicable=score.not_applicable, compact=True, reason=score.reason)
 
-    Rows are in :class:`Scores`' order (Overall, highest first; oracles last); bold marks
-    the best learned score per column and those shown equivalent to it.
+
+def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = None) -> Table:
+    """Models x score columns: Overall, each family, each pitfall apart, then Overall at each length setting.
+
+    Learned models are ranked by Overall; baselines and oracles are pinned apart. Bold marks
+    the best learned score per column and those shown equivalent to it (see :mod:`scores`).
     """
-    rows: list[list[Value]] = []
-    for row in scores.rows:
-        cells = [scores.score(column, row) for column in scores.columns]
-        rows.append([row_header(row), scores.family[row.key],
-                     *(Measure(s.stat, s.best, not_applicable=s.not_applicable) for s in cells)])
+    settings = lengths.settings if lengths else []
+    def line(row: Row) -> list[Value]:
+        return [row_header(row), *(_score_cell(scores.score(c, row)) for c in scores.columns),
+                *(_score_cell(lengths.tables[name].score(OVERALL, row)) for name in settings)]
+
+    headers = ["model", *(scores.title(c) for c in scores.columns), *(f"{OVERALL} at {name}" for name in settings)]
     notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
              + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
+    notes += [f"{task}: not in {OVERALL} ({why})." for task, why in scores.dropped.items()]
     without: dict[str, list[str]] = {}  # one note per reason, naming every model it applies to
     for row in scores.rows:
         missing = scores.score(OVERALL, row).missing
@@ -179,7 +206,65 @@ def score_table(scores: Scores) -> Table:
         if why:
             without.setdefault("; ".join(why), []).append(row_header(row))
     notes += [f"{OVERALL}: none for {', '.join(models)} ({why})" for why, models in without.items()]
-    return Table("Scores", ["model", "family", *(scores.title(c) for c in scores.columns)], rows, notes)
+    notes += _reasons(scores, lengths, lengths_only=True)
+    return Table("Scores", headers, [line(r) for r in scores.ranked], notes, caption=caption,
+                 pinned=[line(r) for r in scores.pinned])
+
+
+def _reasons(scores: Scores, lengths: Lengths | None, only: str | None = None, lengths_only: bool = False
+             ) -> list[str]:
+    """One note per reason a score is n/a, naming the models and columns it applies to (``only``: one column;
+    ``lengths_only``: the evaluation settings alone, where the notes on Overall do not already say it)."""
+    tables = [*([] if lengths_only else [("", scores)]),
+              *((f" at {name}", table) for name, table in (lengths.tables.items() if lengths else ()))]
+    found: dict[str, list[str]] = {}
+    for suffix, table in tables:
+        for row in table.rows:
+            for column in table.columns:
+                score = table.score(column, row)
+                if score.not_applicable and score.reason and only in (None, column):
+                    found.setdefault(score.reason, []).append(f"{row.label} on {column}{suffix}")
+    return [f"n/a for {', '.join(where)}: {reason}" for reason, where in found.items()]
+
+
+def budget_table(budgets: Budgets) -> Table:
+    """Each learned model's Overall (or its only family's score) at every budget, baselines and oracles apart."""
+    final = budgets.tables[FINAL]
+    column = final.columns[0]
+    def line(row: Row) -> list[Value]:
+        return [row_header(row), *(_score_cell(table.score(column, row)) for table in budgets.tables.values())]
+
+    headers = ["model", *(f"{column} at {label if label == FINAL else f'{int(label):,}'}"
+                          for label in budgets.labels)]
+    notes = ["A run that stopped before a budget keeps its final accuracy there (training had ended)."]
+    return Table("Scores by training budget", headers, [line(r) for r in final.ranked], notes,
+                 pinned=[line(r) for r in final.pinned])
+
+
+def length_table(board: Leaderboard, scores: Scores, lengths: Lengths, ladder: Ladder) -> Table:
+    """One family at every evaluation length: the score, the accuracy (training length first) and the attention
+    diagnostics of the longer setting beside it, each a mean over rungs and seeds; n/a with its reason."""
+    from tokbench.leaderboard.lengths import diagnostics, ladder_mean
+
+    extra = {name: diagnostics(board, ladder, name) for name in lengths.settings}
+    headers = ["model", "score (trained length)", "accuracy (trained length)"]
+    for name in lengths.settings:
+        headers += [f"score at {name}", f"accuracy at {name}", *(f"{d} at {name}" for d in extra[name])]
+
+    def line(row: Row) -> list[Value]:
+        cells: list[Value] = [row_header(row), _score_cell(scores.score(ladder.task, row)),
+                              Number(ladder_mean(board, ladder, row, None, "accuracy"), f".{DIGITS}f")]
+        for name in lengths.settings:
+            score = lengths.tables[name].score(ladder.task, row)
+            cells.append(_score_cell(score))
+            for metric in ("accuracy", *extra[name]):
+                cells.append("n/a" if score.not_applicable else
+                             Number(ladder_mean(board, ladder, row, name, metric), f".{DIGITS}f"))
+        return cells
+
+    rows = [r for r in scores.rows if any(lengths.tables[n].score(ladder.task, r) != Score() for n in lengths.settings)]
+    return Table(f"Length generalisation: {ladder.title}", headers, [line(r) for r in rows if not r.pinned],
+                 _reasons(scores, lengths, ladder.task), pinned=[line(r) for r in rows if r.pinned])
 
 
 def failures_table(board: Leaderboard) -> Table:

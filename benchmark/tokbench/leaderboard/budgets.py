@@ -1,0 +1,96 @@
+"""Scores at each training budget, the ranking's stability between the last two, and the budget in words.
+
+A v3 record's ``budget_curve`` holds its test accuracy at the recipe's budgets that training
+reached and at its final step. The score table at budget b scores every run by its accuracy
+after b steps, a run that stopped earlier by its final accuracy (training had ended), on the
+same scale and with the same counted families as the main table (:func:`scores.build_scores`).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from tokbench.leaderboard import scale
+from tokbench.leaderboard.aggregate import Leaderboard
+from tokbench.leaderboard.scores import Scores, build_scores
+
+
+@dataclass(frozen=True)
+class Stability:
+    """Kendall's tau between the rankings of one score column at two budgets, over the ``n`` learned models scored
+    at both; ``tau`` None where it is undefined (fewer than two models, or a ranking all ties)."""
+
+    column: str
+    between: tuple[str, str]
+    tau: float | None
+    pvalue: float | None
+    n: int
+
+
+@dataclass
+class Budgets:
+    """Score tables by budget (``"100"`` ... and ``"final"``), in order, and the stability of each column."""
+
+    tables: dict[str, Scores]
+    stability: list[Stability]
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.tables)
+
+
+def build_budgets(board: Leaderboard, main: Scores) -> Budgets | None:
+    """The score tables at every budget the records' curves reached; None when no record has a curve."""
+    steps = scale.budgets([rec for cell in board.cells.values() for rec in cell.ok])
+    if not steps:
+        return None
+    tables = {str(step): table for step in steps
+              if (table := build_scores(board, scale.at_budget(step), main.counted)) is not None}
+    tables[scale.FINAL] = main
+    labels = list(tables)
+    stability = [rank_stability(tables[labels[-2]], main, column, (labels[-2], labels[-1]))
+                 for column in main.columns] if len(labels) > 1 else []
+    return Budgets(tables, stability)
+
+
+def rank_stability(before: Scores, after: Scores, column: str, between: tuple[str, str]) -> Stability:
+    """Kendall's tau (scipy.stats.kendalltau, tau-b) of the learned models' score means on ``column``."""
+    from scipy.stats import kendalltau
+
+    pairs = [(a.stat.mean, b.stat.mean) for row in after.ranked
+             if (a := before.score(column, row)).stat is not None and (b := after.score(column, row)).stat is not None]
+    if len(pairs) < 2:
+        return Stability(column, between, None, None, len(pairs))
+    result = kendalltau(*zip(*pairs))
+    tau, pvalue = float(result.statistic), float(result.pvalue)
+    if math.isnan(tau):
+        return Stability(column, between, None, None, len(pairs))
+    return Stability(column, between, tau, pvalue, len(pairs))
+
+
+def budget_text(board: Leaderboard) -> str:
+    """The training budget in one sentence, from the records: the step cap, why runs stopped, the steps taken."""
+    trained = [rec for cell in board.cells.values() if cell.row.trained for rec in cell.ok]
+    if not trained:
+        return "No model in this section trains (0 steps)."
+    caps = sorted({_cap(rec) for rec in trained})
+    cap = f"{caps[0]:,}" if len(caps) == 1 else f"{caps[0]:,} to {caps[-1]:,} (by recipe)"
+    reasons = Counter(rec["train"].get("stopped_because") for rec in trained)
+    steps = [rec["train"]["steps"] for rec in trained if isinstance(rec["train"].get("steps"), int)]
+    if set(reasons) == {None}:
+        return f"Training budget: {cap} optimiser steps per run, every run trained for all of them; scores are taken " \
+               "at the last step."
+    # Older records (no stopping rule) trained for the whole count: "all steps".
+    why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
+                    for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
+    return (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
+            f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken). Scores "
+            "are taken at the final step; the budget table scores the same runs at fixed step counts.")
+
+
+def _cap(rec: dict[str, Any]) -> int:
+    train = rec["train"]
+    return int(train.get("max_steps") or rec["params"]["train"].get("steps") or train.get("steps") or 0)

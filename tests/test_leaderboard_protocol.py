@@ -1,0 +1,214 @@
+"""The leaderboard side of the v3 protocol: the chance-to-oracle scale, the counted families, scores by training
+budget, length generalisation, the pinned reference rows and the claims rules (synthetic records)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from scipy import stats as scipy_stats
+
+from leaderboard_synth import GD, ladder, sections, seeds, v3
+from tokbench.leaderboard import notes
+from tokbench.leaderboard.aggregate import build
+from tokbench.leaderboard.publish import render
+from tokbench.leaderboard.report import build_report
+from tokbench.leaderboard.scale import BAYES_SCALE, CHANCE_SCALE
+from tokbench.leaderboard.scores import OVERALL, build_scores
+from tokbench.leaderboard.views import measure_text, score_table
+
+NONE = {"optimizer": "adam", "lr": 0.0, "steps": 0, "batch_size": 0, "lr_grid": []}
+TRAIN = {**GD, "steps": 3000}
+
+
+def _model(task: str, model: str, means: list[float], family: str | None = None, **kwargs) -> list[dict]:
+    train = NONE if family in ("baseline", "oracle") else TRAIN
+    return ladder(task, model, means, family=family, train=train, **kwargs)
+
+
+def _row(scores, model: str):
+    return next(r for r in scores.rows if r.model == model)
+
+
+def test_chance_scale_is_paired_per_record_and_the_oracle_is_exactly_one():
+    learned = v3(_model("mqar", "transformer", [0.575, 0.575, 0.575], spread=0.0), chance=0.25, oracle=0.9)
+    oracle = v3(_model("mqar", "bayes-optimal", [0.9, 0.9, 0.9], family="oracle", spread=0.0), chance=0.25,
+                oracle=0.9)
+    scores = build_scores(build(learned + oracle))
+    row, top = _row(scores, "transformer"), _row(scores, "bayes-optimal")
+    assert scores.score("mqar", row).stat.mean == pytest.approx((0.575 - 0.25) / (0.9 - 0.25))
+    assert scores.score("mqar", top).stat.mean == 1.0 and scores.score(OVERALL, top).stat.mean == 1.0
+    assert scores.score("mqar", top).stat.high == 1.0  # the interval is cut at the bound no expected score exceeds
+    assert scores.score("mqar", row).scale == CHANCE_SCALE and scores.scales == [CHANCE_SCALE]
+    # Paired: each seed is scored by its own chance and oracle, not by the column's means.
+    pair = v3(_model("mqar", "transformer", [0.6], n=2, spread=0.0), chance=0.3, oracle=0.8)
+    pair[1]["metrics"].update(chance_accuracy=0.1, oracle_accuracy=0.7)
+    scores = build_scores(build(pair))
+    expected = ((0.6 - 0.3) / 0.5 + (0.6 - 0.1) / 0.6) / 2
+    assert scores.score("mqar", _row(scores, "transformer")).stat.mean == pytest.approx(expected)
+
+
+def test_records_before_v3_keep_the_bayes_scale_and_say_so():
+    report = build_report(sections(ladder("mqar", "transformer", [0.72, 0.72, 0.72], bayes=0.8, spread=0.0))[0])
+    score = report.scores.score("mqar", report.scores.rows[0])
+    assert score.scale == BAYES_SCALE and score.stat.mean == pytest.approx(0.9)
+    md = render([report.section], "md")
+    assert f"Scale: {BAYES_SCALE}" in md
+
+
+def test_overall_counts_only_families_where_a_learned_model_is_far_from_last_token():
+    walk = (_model("random-walk", "transformer", [0.8, 0.8, 0.8], bayes=0.8, family="transformer")
+            + _model("random-walk", "last-token", [0.8, 0.8, 0.8], bayes=0.8, family="baseline"))
+    mqar = (_model("mqar", "transformer", [0.9, 0.8, 0.7], family="transformer")
+            + _model("mqar", "last-token", [0.2, 0.2, 0.2], family="baseline"))
+    scores = build_scores(build(walk + mqar))
+    assert scores.counted == ["mqar"] and "random-walk" in scores.dropped
+    row = _row(scores, "transformer")
+    assert scores.score(OVERALL, row).stat.mean == pytest.approx(scores.score("mqar", row).stat.mean)
+    table = score_table(scores)
+    assert table.headers[:2] == ["model", "Overall"] and "random-walk (not in Overall)" in table.headers
+    assert any(note.startswith("random-walk: not in Overall (no learned model is shown above the last-token")
+               for note in table.notes)
+
+
+def test_bold_only_where_distinguishable_from_both_baselines_and_never_on_a_reference_row():
+    recs = (_model("mqar", "gru", [0.25, 0.25, 0.25], spread=0.005)
+            + _model("mqar", "lstm", [0.25, 0.25, 0.25], spread=0.005)
+            + _model("mqar", "uniform", [0.25, 0.25, 0.25], family="baseline", spread=0.005)
+            + _model("mqar", "last-token", [0.25, 0.25, 0.25], family="baseline", spread=0.005))
+    scores = build_scores(build(recs))
+    assert not any(s.best for s in scores.cells.values())  # chance-level rows equal to the baselines: no bold
+    board = build(recs)
+    assert not any(cell.best for cell in board.cells.values())  # nor in the per-rung accuracy tables
+    better = recs + _model("mqar", "transformer", [0.9, 0.9, 0.9])
+    scores = build_scores(build(better))
+    assert [r.model for r in scores.rows if scores.score("mqar", r).best] == ["transformer"]
+
+
+def test_oracle_and_baselines_are_pinned_apart_from_the_ranking():
+    recs = (_model("mqar", "transformer", [0.9, 0.8, 0.7]) + _model("mqar", "gru", [0.5, 0.4, 0.3])
+            + _model("mqar", "bayes-optimal", [1.0, 1.0, 1.0], family="oracle")
+            + _model("mqar", "uniform", [0.1, 0.1, 0.1], family="baseline"))
+    table = score_table(build_scores(build(recs)))
+    assert [r[0] for r in table.rows] == ["transformer", "gru"]
+    assert [r[0] for r in table.pinned] == ["uniform (baseline)", "bayes-optimal (oracle)"]
+    html = render(sections(recs, "tokbench"), "html")
+    ranked, pinned = html.split('<tbody class="pinned">', 1)
+    assert "bayes-optimal (oracle)" in pinned and "bayes-optimal (oracle)" not in ranked.split("<h3>Scores</h3>")[1]
+
+
+def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stability():
+    fast = v3(_model("mqar", "transformer", [0.9, 0.9, 0.9], spread=0.0), chance=0.0, oracle=1.0,
+              budget={100: 0.3, 300: 0.6}, stopped="target")
+    for rec in fast:  # stopped at step 200: no point at 300, its final accuracy is carried there
+        rec["train"]["steps"] = 200
+        rec["budget_curve"] = [{"step": 100, "accuracy": 0.3}, {"step": 200, "accuracy": 0.9, "final": True}]
+    slow = v3(_model("mqar", "gru", [0.5, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0,
+              budget={100: 0.4, 300: 0.45})
+    mid = v3(_model("mqar", "lstm", [0.7, 0.7, 0.7], spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.5, 300: 0.6})
+    report = build_report(sections(fast + slow + mid)[0])
+    budgets = report.budgets
+    assert budgets.labels == ["100", "300", "final"]
+    at = {label: {r.model: t.score("mqar", r).stat.mean for r in t.rows} for label, t in budgets.tables.items()}
+    assert at["100"] == pytest.approx({"transformer": 0.3, "gru": 0.4, "lstm": 0.5})
+    assert at["300"] == pytest.approx({"transformer": 0.9, "gru": 0.45, "lstm": 0.6})  # 0.9: carried forward
+    stability = next(s for s in budgets.stability if s.column == "mqar")
+    expected = scipy_stats.kendalltau([0.9, 0.45, 0.6], [0.9, 0.5, 0.7]).statistic
+    assert stability.between == ("300", "final") and stability.tau == pytest.approx(expected) and stability.n == 3
+    assert any(line.startswith("Ranking stability from 300 steps to the final step") for line in report.claims)
+    assert "at most 3,000 optimiser steps per run" in report.budget and "target 9 of 27 runs" in report.budget
+    md = render([report.section], "md")
+    assert md.index("Training budget") < md.index("| model | Overall")  # the budget is named before the table
+
+
+def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0,
+                       "value_attention": 0.4}}]
+    why = "learned absolute positions exist only up to the training length"
+    na = [{"overrides": {"context_length": 16}, "status": "not_applicable", "reason": why}]
+    walk = {"K": [4], "context_length": [8]}
+    recs = (v3(_model("mqar", "attn-nope", [0.9], axes=walk), chance=0.1, evaluations=ok)
+            + v3(_model("mqar", "attn-learned", [0.9], axes=walk), chance=0.1, evaluations=na))
+    report = build_report(sections(recs, "tokbench")[0])
+    assert report.lengths.settings == ["context_length x2"]
+    table = report.lengths.tables["context_length x2"]
+    nope, learned = _row(table, "attn-nope"), _row(table, "attn-learned")
+    assert table.score("mqar", nope).stat.mean == pytest.approx((0.55 - 0.1) / 0.9)
+    assert table.score("mqar", learned).stat is None and table.score("mqar", learned).reason == why
+    main = score_table(report.scores, lengths=report.lengths)
+    assert main.headers[-1] == "Overall at context_length x2"
+    texts = {row[0]: measure_text(row[-1]) for row in main.rows}
+    assert texts["attn-learned"] == "n/a" and f"n/a for attn-learned on Overall at context_length x2: {why}" \
+        not in main.notes and any(why in note for note in main.notes)
+    data = json.loads(render([report.section], "json"))["sections"][0]["scores"]
+    rows = {r["model"]: r for r in data["rows"]}
+    assert rows["attn-nope"]["length"]["context_length x2"]["Overall"]["score"]["mean"] == pytest.approx(0.5)
+    assert rows["attn-learned"]["length"]["context_length x2"]["mqar"] == {
+        "score": None, "best": False, "not_applicable": True, "reason": why}
+    md = render([report.section], "md")
+    assert "value\\_attention at context\\_length x2" in md  # the attention metric beside the accuracy
+
+
+def test_claims_rules_no_loss_finding_and_sets_in_braces():
+    losses = {"loss": 0.8, "bayes_loss": 0.0, "excess_loss": 2.2, "excess_loss_se": 0.01}
+    recs = seeds(3, [0.5, 0.5, 0.5], diagnostics=losses, model="bayes-optimal")
+    assert not any("loss" in line for line in notes.findings(build(recs)))
+    grid = {**GD, "lr_grid": [1.0, 3.0]}
+    lines = notes.protocol(build(seeds(3, [0.5, 0.5, 0.5], train=grid)))
+    assert any("picks its learning rate per run from {1, 3}" in line for line in lines)
+
+
+def test_every_section_states_its_commits_and_the_method_follows_the_table():
+    recs = _model("mqar", "transformer", [0.9, 0.8, 0.7])
+    for i, rec in enumerate(recs):
+        rec["provenance"]["git_commit"] = "a" * 40 if i % 2 else "b" * 40
+    html = render(sections(recs, "tokbench"), "html")
+    assert "Produced at 2 commits (" + "a" * 40 + " " in html
+    assert html.index("<table") < html.index("<details><summary>How the scores are computed")
+    assert html.index("<table") < html.index("<details><summary>Method")
+
+
+def test_plots_read_at_a_glance_budget_and_length_curves():
+    from tokbench.leaderboard.plots import LEGEND_SIZE, budget_curves, ladders, length_curves, plan
+
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.5, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    walk = {"K": [4, 8], "context_length": [8, 16]}
+    recs = (v3(_model("mqar", "transformer", [1.0, 1.0], axes=walk, family="transformer"), chance=0.1,
+               budget={100: 0.5}, evaluations=ok)
+            + v3(_model("mqar", "gru", [1.0, 1.0], axes=walk, family="rnn"), chance=0.1, budget={100: 0.4},
+                 evaluations=ok))
+    for rec in recs:  # each rung evaluated at twice its own training length
+        rec["evaluations"] = [{**ok[0], "overrides": {"context_length": 2 * rec["params"]["task"]["context_length"]}}]
+    report = build_report(sections(recs, "tokbench")[0])
+    fig = ladders(report.board, report.scores)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    (legend,) = fig.legends  # one legend under the panels, at body-text size, covering no line
+    assert all(t.get_fontsize() == LEGEND_SIZE for t in legend.get_texts())
+    markers = {line.get_marker() for line in ax.get_lines() if line.get_marker() in ("o", "s", "D", "^")}
+    assert len(markers) == 2  # the two families overlap at 1.0: different markers tell them apart
+    assert "all at optimum" in [t.get_text() for t in ax.texts]
+    budget_ax = [a for a in budget_curves(report).axes if a.get_visible()][0]
+    assert [t.get_text() for t in budget_ax.get_xticklabels()] == ["100", "final"]
+    assert {line.get_label() for line in budget_ax.get_lines()} >= {"transformer", "rnn"}
+    length_ax = [a for a in length_curves(report).axes if a.get_visible()][0]
+    assert [t.get_text() for t in length_ax.get_xticklabels()] == ["trained", "context_length x2"]
+    assert {line.get_label() for line in length_ax.get_lines()} == {"transformer", "gru"}
+    html = render([report.section], "html", {"tokbench": [p.image for p in plan(report, "tokbench-")]})
+    assert '<img src="plots/tokbench-ladders.svg"' in html
+
+
+def test_published_readme_keeps_the_score_table_and_links_the_budget_and_length_tables():
+    from tokbench.leaderboard.document import details_document
+    from tokbench.leaderboard.render import to_markdown
+
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.5, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    recs = v3(_model("mqar", "transformer", [0.9], axes={"K": [4], "context_length": [8]}), chance=0.1,
+              budget={100: 0.5}, evaluations=ok)
+    report = build_report(sections(recs, "tokbench")[0])
+    readme = render([report.section], "md", details="details.md")
+    assert "| model | Overall | mqar | Overall at context\\_length x2 |" in readme
+    assert "Scores by training budget" not in readme.split("### Findings, plots and details")[0]
+    details = to_markdown(details_document([report]))
+    assert "### Scores by training budget" in details and "### Length generalisation" in details

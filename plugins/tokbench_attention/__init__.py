@@ -7,6 +7,8 @@ from dataclasses import replace
 
 from tokbench import ModelSpec, Param, Recipe, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 PAPER_A = ModelSpec(
     name="attn-paper-a",
     version="2",

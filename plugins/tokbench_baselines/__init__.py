@@ -8,6 +8,8 @@ Each predicts every position, so each pairs with every task.
 """
 from tokbench import ModelSpec, Recipe, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 NO_TRAINING = Recipe(optimizer="adam", lr=0.0, steps=0, batch_size=0)
 
 UNIFORM = ModelSpec(

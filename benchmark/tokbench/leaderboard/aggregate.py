@@ -24,7 +24,8 @@ from tokbench.leaderboard.stats import MATCHES, Stat, binomial_var, compare, met
 # Metrics of every successful run; any other metric is a diagnostic, present only where it applies.
 CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy")
 DIGITS = 3  # decimals shown for accuracies
-# Models that read the task's answer instead of learning it: marked, never bold, never in a claim.
+# Models that read the task's answer instead of learning it: marked, never bold, never in a claim. A record says so
+# itself (meta.model_oracle, from ModelSpec.oracle); this name set serves records written before it did.
 ORACLES = frozenset({"bayes-optimal"})
 
 
@@ -93,10 +94,7 @@ class Row:
     label: str = ""
     slug: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
-
-    @property
-    def oracle(self) -> bool:
-        return self.model in ORACLES
+    oracle: bool = False  # the record's meta.model_oracle (ModelSpec.oracle); by name in records made before it
 
     @property
     def trained(self) -> bool:
@@ -231,7 +229,7 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         row = rows.setdefault(_row_key(rec), Row(
             _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
-            defaults=row_defaults))
+            defaults=row_defaults, oracle=meta.get("model_oracle", rec["model"] in ORACLES)))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
         {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:

@@ -111,11 +111,21 @@ def _host_folders() -> tuple[str, ...]:
     return tuple(str(folder.resolve()) + os.sep for folder in folders)
 
 
+def _module_path(filename: str) -> str:
+    """``filename`` relative to the import path it was found on (``tokbench_walks/walks.py``): the same on every
+    machine, and no local folder in a published record."""
+    for root in sorted((p for p in sys.path if p), key=len, reverse=True):
+        prefix = str(Path(root).resolve()) + os.sep
+        if str(Path(filename).resolve()).startswith(prefix):
+            return str(Path(filename).resolve())[len(prefix):]
+    return filename
+
+
 def plugin_frames(exc: BaseException) -> tuple[str, ...]:
     """The traceback's frames in plugin code (not tokbench's, torch's or the standard library's), innermost
-    last, as ``file:line in function: code``; at most :data:`FRAME_LIMIT`."""
+    last, as ``file:line in function: code`` (the file relative to its import path); at most :data:`FRAME_LIMIT`."""
     host = _host_folders()
-    frames = [f"{frame.filename}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+    frames = [f"{_module_path(frame.filename)}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
               for frame in traceback.extract_tb(exc.__traceback__)
               if not str(Path(frame.filename).resolve()).startswith(host)]
     return tuple(frames[-FRAME_LIMIT:])

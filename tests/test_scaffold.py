@@ -168,6 +168,21 @@ def test_contributing_shows_the_generated_example(tmp_path):
             assert line.split("  #")[0].rstrip() in generated_lines, f"CONTRIBUTING.md line not in {module}: {line!r}"
 
 
+def test_contributing_shows_the_generated_pyproject_and_disables_its_plugin_name(tmp_path):
+    """CONTRIBUTING.md's pyproject.toml is what `tokbench new-task my-task` writes, and the plugin name it says to
+    disable is the entry-point name written there."""
+    guide = (ROOT / "CONTRIBUTING.md").read_text()
+    example = guide.split("## How a plugin is packaged", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    scaffold(Names("task", "my-task"), tmp_path / "pkg")
+    generated = tomllib.loads((tmp_path / "pkg" / "pyproject.toml").read_text())
+    shown = tomllib.loads(example)
+    assert shown["project"]["entry-points"] == generated["project"]["entry-points"] == {
+        "tokbench": {"my-task": "tokbench_my_task"}}
+    assert shown["tool"] == {"setuptools": generated["tool"]["setuptools"]}
+    assert shown["project"]["dependencies"] == generated["project"]["dependencies"]
+    assert "`TOKBENCH_DISABLE_PLUGINS=my-task`" in guide
+
+
 def test_a_task_and_models_in_one_distribution(capsys, tmp_path):
     folder = tmp_path / "dist"
     assert new(capsys, "new-task", "lag-recall", "--dist", "my-selection", "--package", "selection",

@@ -82,8 +82,10 @@ class Names:
         return "".join(part.capitalize() for part in re.split(r"[-_]", self.name))
 
     def substitutions(self) -> dict[str, str]:
-        release = __version__.split("+")[0]
-        requirement = '"tokbench"' if release in ("0", "") else f'"tokbench>={release}"'
+        # the first release of this major.minor series: under semantic versioning (0.x: the minor), the lowest
+        # tokbench that serves this contract
+        release = ".".join(__version__.split("+")[0].split(".")[:2])
+        requirement = f'"tokbench>={release}.0"' if "." in release else '"tokbench"'
         return {"kind": self.kind, "name": self.name, "module": self.module, "dist": self.dist,
                 "entry_point": self.entry_point, "class_name": self.class_name, "tokbench_requirement": requirement}
 

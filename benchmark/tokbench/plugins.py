@@ -87,15 +87,18 @@ class SpecIndex(dict):
     """
 
     def __init__(self, kind: str, specs: Iterable[TaskSpec | ModelSpec]) -> None:
+        super().__init__()
         by_bare: dict[str, list[Any]] = {}
         for spec in specs:
             by_bare.setdefault(spec.name, []).append(spec)
-        self.kind = kind
-        self.qualified = {s.qualified_name: s for group in by_bare.values() for s in group}
+        self.kind, self.qualified = kind, {}
         self.ambiguous = {bare: sorted(s.qualified_name for s in group)
                           for bare, group in by_bare.items() if len(group) > 1}
-        super().__init__((group[0].name, group[0]) if len(group) == 1 else (s.qualified_name, s)
-                         for group in by_bare.values() for s in group)
+        for group in by_bare.values():
+            for spec in group:
+                if len(group) > 1:  # a shared bare name: the spec runs, and records, under its qualified name
+                    spec = replace(spec, name=spec.qualified_name)
+                self[spec.name] = self.qualified[spec.qualified_name] = spec
 
     def _ambiguity(self, name: object) -> AmbiguousNameError | None:
         names = self.ambiguous.get(name) if isinstance(name, str) else None
@@ -290,6 +293,8 @@ def load_registry(
                     check_name(spec_type.kind, spec.name)  # names head record file names: no '/', no 300 characters
                     if ":" in spec.name:  # the separator of qualified names
                         raise ValueError(f"{spec_type.kind} name {spec.name!r} is not allowed: no ':'")
+                    if [other.name for other in staged].count(spec.name) > 1:
+                        raise ValueError(f"{spec_type.kind} name {spec.name!r} is registered twice")
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing hook must not sink the others
                 info.status, info.error = "error", f"{hook_name} failed: {_describe(exc)}"
                 continue
@@ -298,11 +303,7 @@ def load_registry(
     tasks, models = SpecIndex("task", registered[TaskSpec]), SpecIndex("model", registered[ModelSpec])
     for index in (tasks, models):
         for name, spec in index.items():
-            if name != spec.name:  # a shared bare name: the spec runs, and records, under its qualified name
-                index[name] = replace(spec, name=name)
-                index.qualified[name] = index[name]
-            info = infos[spec.entry_point]
-            (info.tasks if index is tasks else info.models).append(name)
+            (infos[spec.entry_point].tasks if index is tasks else infos[spec.entry_point].models).append(name)
     return Registry(tasks, models, list(infos.values()), notes)
 
 

@@ -45,10 +45,56 @@ def test_unknown_hook_is_named_with_a_suggestion(cli, plugin_site):
     assert "did you mean 'register_tasks'" in result.stderr
 
 
-def test_duplicate_task_name_names_both_plugins(cli, plugin_site):
-    result = cli("ls", "tasks", env=plugin_site(clash="duplicate_task"))
-    assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert "'random-walk'" in result.stderr and "'walks'" in result.stderr and "'clash'" in result.stderr
+def test_a_shared_task_name_is_ambiguous_only_where_it_is_used(cli, plugin_site):
+    env = plugin_site(clash="duplicate_task")
+    listing = cli("ls", "tasks", "--json", env=env)
+    assert listing.returncode == 0, listing.stderr
+    names = {t["name"] for t in json.loads(listing.stdout)}
+    assert {"walks:random-walk", "clash:random-walk", "deterministic-walk"} <= names and "random-walk" not in names
+    bare = cli("show", "task", "random-walk", env=env)
+    assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "Traceback" not in bare.stderr
+    assert "ambiguous" in bare.stderr
+    assert "walks:random-walk" in bare.stderr and "clash:random-walk" in bare.stderr
+    qualified = cli("show", "task", "clash:random-walk", "--json", env=env)
+    assert qualified.returncode == 0 and json.loads(qualified.stdout)["version"] == "9"
+
+
+def test_a_plugin_reusing_a_model_name_breaks_no_command(cli, plugin_site):
+    env = plugin_site(dup="duplicate_model")
+    models = cli("ls", "models", env=env)
+    assert models.returncode == 0, models.stderr
+    assert "models:linear-attention" in models.stdout and "dup:linear-attention" in models.stdout
+    plugins = cli("plugins", env=env)
+    assert plugins.returncode == 0, plugins.stderr
+    assert "models:linear-attention" in plugins.stdout and "dup:linear-attention" in plugins.stdout
+    assert cli("ls", "tasks", env=env).returncode == 0
+
+
+def test_a_shared_model_name_runs_and_records_under_its_qualified_name(cli, plugin_site, tmp_path):
+    env = plugin_site(dup="duplicate_model")
+    sizes = ["--set", "train_size=32", "--set", "val_size=16", "--set", "test_size=32"]
+    bare = cli("run", "--task", "random-walk", "--model", "linear-attention", "--seeds", "1", *sizes,
+               "--out", str(tmp_path / "bare"), "-q", env=env)
+    assert bare.returncode == 2 and "dup:linear-attention" in bare.stderr and "models:linear-attention" in bare.stderr
+    result = cli("run", "--task", "random-walk", "--model", "dup:linear-attention", "--seeds", "1", *sizes,
+                 "--out", str(tmp_path / "runs"), "-q", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json")]
+    assert [(r["model"], r["status"]) for r in records] == [("dup:linear-attention", "ok")]
+
+
+def test_every_spec_answers_to_its_qualified_name(cli):
+    shown = json.loads(cli("show", "model", "attention:attn-rope", "--json").stdout)
+    assert shown["name"] == "attn-rope" and shown["qualified_name"] == "attention:attn-rope"
+
+
+def test_unknown_plugin_names_in_the_lists_are_warned_about(cli):
+    for variable in ("TOKBENCH_DISABLE_PLUGINS", "TOKBENCH_PLUGINS"):
+        result = cli("plugins", env={variable: "walks,tokbench_walkz"})
+        assert result.returncode == 0
+        warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1 and variable in warnings[0] and "'tokbench_walkz'" in warnings[0]
+        assert "walks" in warnings[0].split("shows:")[1]  # the names it would accept
 
 
 def test_block_list_hides_a_plugin(cli):

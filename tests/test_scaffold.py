@@ -69,8 +69,8 @@ def test_distribution_and_package_names_are_chosen_in_one_place(capsys, tmp_path
     assert code == 0 and "package selection_tasks of distribution my-selection-tasks" in output
     project = tomllib.loads((tmp_path / "pkg" / "pyproject.toml").read_text())
     assert project["project"]["name"] == "my-selection-tasks"
-    assert project["project"]["entry-points"]["tokbench"] == {"selection_tasks": "selection_tasks"}
-    assert project["tool"]["setuptools"]["packages"] == ["selection_tasks"]
+    assert project["project"]["entry-points"]["tokbench"] == {"lag-copy": "selection_tasks"}  # the plugin's name
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == ["selection_tasks", "selection_tasks.*"]
     hooks = (tmp_path / "pkg" / "selection_tasks" / "__init__.py").read_text()
     assert 'implementation="selection_tasks.task:LagCopy"' in hooks
     for bad, message in (("--dist", "not a valid distribution name"), ("--package", "not a valid import package")):
@@ -102,7 +102,7 @@ def test_generates_a_complete_package(tmp_path, kind, name, implementation):
     project = tomllib.loads((folder / "pyproject.toml").read_text())
     assert project["project"]["name"] == f"tokbench-{name}"
     assert project["project"]["entry-points"]["tokbench"] == {name: module}
-    assert project["tool"]["setuptools"]["packages"] == [module]
+    assert project["tool"]["setuptools"]["packages"]["find"]["include"] == [module, f"{module}.*"]
     assert f'{kind}s = ["{name}"]' in (folder / "tests/test_conformance.py").read_text()
     assert 'pytest_plugins = ["tokbench.testing"]' in (folder / "tests/conftest.py").read_text()
 
@@ -166,3 +166,44 @@ def test_contributing_shows_the_generated_example(tmp_path):
         generated_lines = {line.split("  #")[0].rstrip() for line in generated.splitlines()}
         for line in block.split("```", 1)[0].splitlines():
             assert line.split("  #")[0].rstrip() in generated_lines, f"CONTRIBUTING.md line not in {module}: {line!r}"
+
+
+def test_contributing_shows_the_generated_pyproject_and_disables_its_plugin_name(tmp_path):
+    """CONTRIBUTING.md's pyproject.toml is what `tokbench new-task my-task` writes, and the plugin name it says to
+    disable is the entry-point name written there."""
+    guide = (ROOT / "CONTRIBUTING.md").read_text()
+    example = guide.split("## How a plugin is packaged", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    scaffold(Names("task", "my-task"), tmp_path / "pkg")
+    generated = tomllib.loads((tmp_path / "pkg" / "pyproject.toml").read_text())
+    shown = tomllib.loads(example)
+    assert shown["project"]["entry-points"] == generated["project"]["entry-points"] == {
+        "tokbench": {"my-task": "tokbench_my_task"}}
+    assert shown["tool"] == {"setuptools": generated["tool"]["setuptools"]}
+    assert shown["project"]["dependencies"] == generated["project"]["dependencies"]
+    assert "`TOKBENCH_DISABLE_PLUGINS=my-task`" in guide
+
+
+def test_a_task_and_models_in_one_distribution(capsys, tmp_path):
+    folder = tmp_path / "dist"
+    assert new(capsys, "new-task", "lag-recall", "--dist", "my-selection", "--package", "selection",
+               "--dir", str(folder))[0] == 0
+    for model in ("lag-head", "lag-head-2"):
+        code, output = new(capsys, "new-model", model, "--into", str(folder))
+        assert code == 0 and f"entry point {model!r}" in output
+    project = tomllib.loads((folder / "pyproject.toml").read_text())
+    assert project["project"]["name"] == "my-selection"
+    assert project["project"]["entry-points"]["tokbench"] == {
+        "lag-recall": "selection", "lag-head": "selection.lag_head", "lag-head-2": "selection.lag_head_2"}
+    hooks = (folder / "selection" / "lag_head" / "__init__.py").read_text()
+    assert 'implementation="selection.lag_head.model:LagHead"' in hooks
+    assert 'models = ["lag-head"]' in (folder / "tests" / "test_lag_head_conformance.py").read_text()
+    assert (folder / "tests" / "test_lag_head.py").is_file() and (folder / "tests" / "test_conformance.py").is_file()
+    for path in folder.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+    code, output = new(capsys, "new-model", "lag-head", "--into", str(folder))
+    assert code == 2 and "lag_head" in output and output.count("\n") == 1  # already there
+    code, output = new(capsys, "new-model", "other-head", "--into", str(folder), "--dir", str(tmp_path / "x"))
+    assert code == 2 and "takes no --dir" in output
+    code, output = new(capsys, "new-model", "other-head", "--into", str(tmp_path))
+    assert code == 2 and "expected a plugin distribution" in output and output.count("\n") == 1

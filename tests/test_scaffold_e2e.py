@@ -39,3 +39,29 @@ def test_scaffold_install_list_run_and_test(tmp_path):
 
     listing = env.tokbench("ls", "tasks", "--json")
     assert NAME not in {s["name"] for s in json.loads(listing.stdout)}, "uninstalled on the way out"
+
+
+def test_a_task_and_a_model_in_one_distribution_install_and_pass_the_kit(tmp_path):
+    package, task, model = tmp_path / "package", "dist-recall", "dist-head"
+    assert run_cli("new-task", task, "--dist", "tokbench-dist-pair", "--dir", str(package)).returncode == 0
+    added = run_cli("new-model", model, "--into", str(package))
+    assert added.returncode == 0, added.stderr
+
+    with installed(package, "tokbench-dist-pair", tmp_path / "env") as env:
+        plugins = {p["name"]: p for p in json.loads(env.tokbench("plugins", "--json").stdout)}
+        assert plugins[task]["distribution"] == plugins[model]["distribution"] == "tokbench-dist-pair"
+        assert plugins[task]["tasks"] == [task] and plugins[model]["models"] == [model]
+        shown = json.loads(env.tokbench("show", "model", f"{model}:{model}", "--json").stdout)
+        assert shown["qualified_name"] == f"{model}:{model}"
+
+        out = tmp_path / "runs"
+        run = env.tokbench("run", "--task", task, "--model", model, "--seeds", "1", *SMALL, "--out", str(out),
+                           "--jobs", "1", "--quiet")
+        assert run.returncode == 0, run.stdout + run.stderr
+        (path,) = out.glob(f"{task}__{model}__*.json")
+        assert json.loads(path.read_text())["status"] == "ok"
+
+        tests = env.run("-m", "pytest", "-q", "-p", "no:cacheprovider", "--tokbench-task", task,
+                        "--tokbench-model", model, cwd=package, timeout=600)
+        assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-2000:]
+        assert " passed" in tests.stdout and "failed" not in tests.stdout

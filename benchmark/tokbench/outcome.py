@@ -8,10 +8,13 @@ parent, so every record of every executor has the same shape.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tokbench.results import SCHEMA_VERSION, clean, round_floats, utc_now
@@ -24,16 +27,27 @@ Record = dict[str, Any]
 PHASES = ("build", "train", "evaluate", "worker", "timeout", "environment")
 
 
+MESSAGE_LIMIT = 2000  # characters of an exception's message kept in a record
+FRAME_LIMIT = 8  # innermost plugin frames kept in a record
+
+
 @dataclass(frozen=True)
 class Failure:
-    """Where a failed attempt stopped: its phase, and the worker's exit status or signal when it died."""
+    """Where a failed attempt stopped: its phase, and the worker's exit status or signal when it died; for an
+    exception, its type, message and the plugin frames of its traceback (innermost last)."""
 
     phase: str
     exit_status: int | None = None
     signal: str | None = None
+    exception: str | None = None
+    message: str | None = None
+    frames: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "exit_status": self.exit_status, "signal": self.signal}
+        record: dict[str, Any] = {"phase": self.phase, "exit_status": self.exit_status, "signal": self.signal}
+        if self.exception is not None:
+            record.update(exception=self.exception, message=self.message, frames=list(self.frames))
+        return record
 
 
 @dataclass(frozen=True)
@@ -83,12 +97,48 @@ def phase_of(exc: BaseException) -> str:
     return "environment" if phase == "build" and isinstance(exc, ImportError) else phase
 
 
+def _host_folders() -> tuple[str, ...]:
+    """Folders whose code is not a plugin's: tokbench itself, the standard library and the libraries it runs on."""
+    import sysconfig
+
+    import tokbench
+
+    folders = [Path(tokbench.__file__).parent, Path(sysconfig.get_paths()["stdlib"])]
+    for name in ("torch", "pytorch_lightning", "lightning_fabric", "pluggy"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "__file__", None):
+            folders.append(Path(module.__file__).parent)
+    return tuple(str(folder.resolve()) + os.sep for folder in folders)
+
+
+def _module_path(filename: str) -> str:
+    """``filename`` relative to the import path it was found on (``tokbench_walks/walks.py``): the same on every
+    machine, and no local folder in a published record."""
+    for root in sorted((p for p in sys.path if p), key=len, reverse=True):
+        prefix = str(Path(root).resolve()) + os.sep
+        if str(Path(filename).resolve()).startswith(prefix):
+            return str(Path(filename).resolve())[len(prefix):]
+    return filename
+
+
+def plugin_frames(exc: BaseException) -> tuple[str, ...]:
+    """The traceback's frames in plugin code (not tokbench's, torch's or the standard library's), innermost
+    last, as ``file:line in function: code`` (the file relative to its import path); at most :data:`FRAME_LIMIT`."""
+    host = _host_folders()
+    frames = [f"{_module_path(frame.filename)}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()}"
+              for frame in traceback.extract_tb(exc.__traceback__)
+              if not str(Path(frame.filename).resolve()).startswith(host)]
+    return tuple(frames[-FRAME_LIMIT:])
+
+
 def exception_failure(exc: BaseException) -> Failure:
-    """The failure of an attempt that raised; ``sys.exit(n)`` keeps ``n`` as its exit status."""
+    """The failure of an attempt that raised, with the exception's type, message and plugin frames;
+    ``sys.exit(n)`` keeps ``n`` as its exit status."""
     status = None
     if isinstance(exc, SystemExit):
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return Failure(phase_of(exc), exit_status=status)
+    return Failure(phase_of(exc), exit_status=status, exception=type(exc).__name__,
+                   message=str(exc)[:MESSAGE_LIMIT], frames=plugin_frames(exc))
 
 
 def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any]) -> Record:
@@ -118,7 +168,7 @@ def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any])
                  "model_description": model.description, "model_citation": model.citation,
                  "recipe": pairing.recipe.describe(),
                  "task_difficulty": list(task.difficulty), "task_pitfall": task.pitfall,
-                 "model_family": model.family_name,
+                 "model_family": model.family_name, "model_oracle": model.oracle,
                  # the specs' defaults, so the leaderboard names each variant by what it changes
                  "defaults": clean({"task": task.resolve(), "model": model.resolve(),
                                     "train": model.recipe.to_json()})},

@@ -7,14 +7,25 @@ Faults are isolated per plugin: a plugin that fails to import, raises in a hook
 or calls ``sys.exit`` there, or does not finish importing or registering within
 the time limit, is recorded with its error and everything else keeps working
 (a plugin that hangs is left behind in a daemon thread). Contract
-violations that would make results ambiguous (a hook that does not exist, a
-task or model name registered twice) stop the command with a clear message
-that names the plugins and the environment variable that disables them.
+violations that would make results ambiguous (a hook that does not exist) stop
+the command with a clear message that names the plugin and the environment
+variable that disables it.
+
+Every task and model has a qualified name ``PLUGIN:NAME`` (PLUGIN is the
+entry-point name). A bare name that two plugins register is ambiguous: each of
+them is listed, and runs, under its qualified name, and using the bare name is
+an error naming both, never a failure of every command.
+
+A hook module declares the contract it was written for (``TOKBENCH_CONTRACT``,
+see :mod:`tokbench.hookspecs`); one without a declaration is contract 1, served
+through :mod:`tokbench.compat`; one of a contract this host does not serve is
+refused at load with one line.
 
 Environment variables:
-    TOKBENCH_PLUGINS           comma-separated allow-list of plugin names; when set,
-                               only these plugins load.
-    TOKBENCH_DISABLE_PLUGINS   comma-separated block-list of plugin names.
+    TOKBENCH_PLUGINS           comma-separated allow-list of plugin (entry-point) names, as
+                               ``tokbench plugins`` shows them; when set, only these load.
+    TOKBENCH_DISABLE_PLUGINS   comma-separated block-list of plugin names. A name that no
+                               installed plugin has is reported as a warning.
     TOKBENCH_PLUGIN_TIMEOUT    seconds each plugin may take to import, and each of its
                                hooks to register (default 30).
 """
@@ -31,6 +42,7 @@ from typing import Any
 import pluggy
 
 from tokbench import hookspecs
+from tokbench.compat import MIGRATION
 from tokbench.errors import PluginConflictError, UsageError, did_you_mean, unknown_name
 from tokbench.results import check_name
 from tokbench.specs import ModelSpec, TaskSpec
@@ -52,6 +64,7 @@ class PluginInfo:
     version: str
     module: str
     status: str = "ok"  # ok | error | disabled
+    contract: int | None = None  # the contract its hook module declares (1 where it declares none)
     hooks: list[str] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
@@ -61,6 +74,52 @@ class PluginInfo:
         return dict(self.__dict__)
 
 
+class AmbiguousNameError(UsageError):
+    """A bare task or model name that several plugins register."""
+
+
+class SpecIndex(dict):
+    """Specs by the name to use: the bare name, or ``PLUGIN:NAME`` where plugins share the bare name.
+
+    Iteration gives those names; a lookup (``in``, ``[]``) also accepts every qualified
+    name, and raises :class:`AmbiguousNameError` for a shared bare name, naming the
+    qualified names to use instead.
+    """
+
+    def __init__(self, kind: str, specs: Iterable[TaskSpec | ModelSpec]) -> None:
+        super().__init__()
+        by_bare: dict[str, list[Any]] = {}
+        for spec in specs:
+            by_bare.setdefault(spec.name, []).append(spec)
+        self.kind, self.qualified = kind, {}
+        self.ambiguous = {bare: sorted(s.qualified_name for s in group)
+                          for bare, group in by_bare.items() if len(group) > 1}
+        for group in by_bare.values():
+            for spec in group:
+                if len(group) > 1:  # a shared bare name: the spec runs, and records, under its qualified name
+                    spec = replace(spec, name=spec.qualified_name)
+                self[spec.name] = self.qualified[spec.qualified_name] = spec
+
+    def _ambiguity(self, name: object) -> AmbiguousNameError | None:
+        names = self.ambiguous.get(name) if isinstance(name, str) else None
+        return None if names is None else AmbiguousNameError(
+            f"{self.kind} name {name!r} is ambiguous: it is registered as {' and '.join(names)}; use one of these")
+
+    def __contains__(self, name: object) -> bool:
+        error = self._ambiguity(name)
+        if error is not None:
+            raise error
+        return super().__contains__(name) or name in self.qualified
+
+    def __missing__(self, name: str) -> Any:
+        error = self._ambiguity(name)
+        if error is not None:
+            raise error
+        if name in self.qualified:
+            return self.qualified[name]
+        raise KeyError(name)
+
+
 @dataclass
 class Registry:
     """Everything the enabled plugins registered, with the plugins' own reports."""
@@ -68,6 +127,7 @@ class Registry:
     tasks: dict[str, TaskSpec]
     models: dict[str, ModelSpec]
     plugins: list[PluginInfo]
+    notes: list[str] = field(default_factory=list)  # the host's warnings: unknown plugin names, old contracts
 
     def task(self, name: str) -> TaskSpec:
         if name not in self.tasks:
@@ -93,6 +153,32 @@ def _names(env: Mapping[str, str], key: str) -> set[str] | None:
     if raw is None or not raw.strip():
         return None
     return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def _unknown_plugin_names(env: Mapping[str, str], names: set[str]) -> list[str]:
+    """A warning per name in the allow- or block-list that no installed plugin has."""
+    notes = []
+    for key in (ALLOW_ENV, BLOCK_ENV):
+        for name in sorted((_names(env, key) or set()) - names):
+            notes.append(f"{key} names {name!r}, which no installed plugin has{did_you_mean(name, names)}; "
+                         f"plugin names are those `tokbench plugins` shows: {', '.join(sorted(names))}")
+    return notes
+
+
+def _contract(plugin: object) -> int:
+    """The contract the hook module declares (1 where it declares none); a contract this host does not serve
+    raises ``ValueError`` with the one line to show."""
+    declared = getattr(plugin, hookspecs.CONTRACT_ATTRIBUTE, hookspecs.OLDEST_CONTRACT)
+    if isinstance(declared, bool) or not isinstance(declared, int):
+        raise ValueError(f"{hookspecs.CONTRACT_ATTRIBUTE} = {declared!r} is not a contract number; declare "
+                         f"{hookspecs.CONTRACT_ATTRIBUTE} = {hookspecs.CONTRACT} (see {MIGRATION})")
+    if declared > hookspecs.CONTRACT:
+        raise ValueError(f"written for contract {declared}, this tokbench serves contracts "
+                         f"{hookspecs.OLDEST_CONTRACT} to {hookspecs.CONTRACT}: upgrade tokbench")
+    if declared < hookspecs.OLDEST_CONTRACT:
+        raise ValueError(f"written for contract {declared}, no longer served; migrate it to contract "
+                         f"{hookspecs.CONTRACT} (see {MIGRATION})")
+    return declared
 
 
 def _describe(exc: BaseException) -> str:
@@ -161,7 +247,9 @@ def load_registry(
     allow, block, seconds = _names(env, ALLOW_ENV), _names(env, BLOCK_ENV), _timeout(env)
     manager = _new_manager()
     infos: dict[str, PluginInfo] = {}
-    for ep in sorted(eps, key=lambda e: e.name):
+    eps = sorted(eps, key=lambda e: e.name)
+    notes = _unknown_plugin_names(env, {ep.name for ep in eps})
+    for ep in eps:
         dist = ep.dist
         info = PluginInfo(ep.name, dist.name if dist else "?", dist.version if dist else "?", ep.value)
         infos[ep.name] = info
@@ -173,6 +261,15 @@ def load_registry(
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - any failure of a third-party import is isolated
             info.status, info.error = "error", f"import failed: {_describe(exc)}"
             continue
+        try:
+            info.contract = _contract(plugin)
+        except ValueError as exc:
+            info.status, info.error = "error", f"refused: {exc}"
+            continue
+        if info.contract < hookspecs.CONTRACT:
+            notes.append(f"plugin {ep.name!r} ({info.distribution}) declares no {hookspecs.CONTRACT_ATTRIBUTE}: it "
+                         f"runs as contract {info.contract} through an adapter that warns what to change; see "
+                         f"{MIGRATION}")
         unknown = _unknown_hooks(manager, plugin)
         if unknown:
             hint = "".join(did_you_mean(u, _HOOKS) for u in unknown)
@@ -182,10 +279,8 @@ def load_registry(
             )
         manager.register(plugin, name=ep.name)
 
-    tasks: dict[str, TaskSpec] = {}
-    models: dict[str, ModelSpec] = {}
+    registered: dict[type, list[Any]] = {TaskSpec: [], ModelSpec: []}
     for hook_name, spec_type in _HOOKS.items():
-        target: dict[str, Any] = tasks if spec_type is TaskSpec else models
         for impl in getattr(manager.hook, hook_name).get_hookimpls():
             info = infos[impl.plugin_name]
             info.hooks.append(hook_name)
@@ -196,21 +291,20 @@ def load_registry(
                     if not isinstance(spec, spec_type):
                         raise TypeError(f"{hook_name} expects {spec_type.__name__} objects, got {type(spec).__name__}")
                     check_name(spec_type.kind, spec.name)  # names head record file names: no '/', no 300 characters
+                    if ":" in spec.name:  # the separator of qualified names
+                        raise ValueError(f"{spec_type.kind} name {spec.name!r} is not allowed: no ':'")
+                    if [other.name for other in staged].count(spec.name) > 1:
+                        raise ValueError(f"{spec_type.kind} name {spec.name!r} is registered twice")
             except (Exception, SystemExit) as exc:  # noqa: BLE001 - a failing hook must not sink the others
                 info.status, info.error = "error", f"{hook_name} failed: {_describe(exc)}"
                 continue
-            for spec in staged:
-                spec = replace(spec, plugin=info.distribution)
-                if spec.name in target:
-                    other = next(p for p in infos.values() if spec.name in (p.tasks + p.models))
-                    raise PluginConflictError(
-                        f"{spec_type.kind} name {spec.name!r} is registered by both plugin {other.name!r} "
-                        f"({other.distribution}) and plugin {info.name!r} ({info.distribution}); "
-                        f"disable one with {BLOCK_ENV}=NAME"
-                    )
-                target[spec.name] = spec
-                (info.tasks if spec_type is TaskSpec else info.models).append(spec.name)
-    return Registry(tasks, models, list(infos.values()))
+            registered[spec_type] += [replace(spec, plugin=info.distribution, entry_point=info.name,
+                                              contract=info.contract) for spec in staged]
+    tasks, models = SpecIndex("task", registered[TaskSpec]), SpecIndex("model", registered[ModelSpec])
+    for index in (tasks, models):
+        for name, spec in index.items():
+            (infos[spec.entry_point].tasks if index is tasks else infos[spec.entry_point].models).append(name)
+    return Registry(tasks, models, list(infos.values()), notes)
 
 
 @lru_cache(maxsize=1)

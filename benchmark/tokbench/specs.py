@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from tokbench.errors import ParamError
+from tokbench.hookspecs import CONTRACT
 from tokbench.params import Param, resolve
 
 if TYPE_CHECKING:  # heavy imports only for type checkers
@@ -195,10 +196,19 @@ class _Spec:
     implementation: str
     citation: str = ""
     params: tuple[Param, ...] = ()
-    plugin: str = field(default="", compare=False)  # filled in by the plugin host
+    plugin: str = field(default="", compare=False)  # filled in by the plugin host: the distribution
+    #: filled in by the plugin host: the entry-point name (the PLUGIN of ``PLUGIN:NAME``) and the
+    #: contract its hook module declares (see :mod:`tokbench.hookspecs`)
+    entry_point: str = field(default="", compare=False)
+    contract: int = field(default=CONTRACT, compare=False)
     #: parameter settings that the conformance kit checks besides the defaults and the declared
     #: edges, e.g. ``({"heads": 4, "d": 16},)`` for a combination no single edge reaches
     examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def qualified_name(self) -> str:
+        """``PLUGIN:NAME``, unique across the installed plugins (the bare name where no host filled it in)."""
+        return self.name if ":" in self.name or not self.entry_point else f"{self.entry_point}:{self.name}"
 
     def resolve(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Validated parameters: ``given`` over the declared defaults."""
@@ -212,6 +222,7 @@ class _Spec:
             "citation": self.citation,
             "params": [p.to_json() for p in self.params],
             "plugin": self.plugin,
+            "qualified_name": self.qualified_name,
         }
 
 
@@ -247,8 +258,14 @@ class TaskSpec(_Spec):
                 raise ValueError(f"task {self.name!r}: {what} names undeclared parameters {unknown}")
 
     def create(self, given: Mapping[str, Any] | None = None) -> Task:
-        """Import the implementation and instantiate it with validated parameters."""
-        return _import(self.implementation)(self, self.resolve(given))
+        """Import the implementation and instantiate it with validated parameters (an older contract's
+        task through the adapter of :mod:`tokbench.compat`)."""
+        task = _import(self.implementation)(self, self.resolve(given))
+        if self.contract < CONTRACT:
+            from tokbench.compat import adapt_task
+
+            adapt_task(task)
+        return task
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "scoring": self.scoring, "difficulty": list(self.difficulty),
@@ -265,6 +282,8 @@ class ModelSpec(_Spec):
     ``fixed_length`` is empty when the model, built at the training context length, runs unchanged on
     longer sequences; otherwise one sentence saying why it cannot (learned absolute positions, say),
     which is the reason its evaluations at another context length are not applicable.
+    ``oracle`` marks a reference predictor that knows the task (the task's own Bayes predictor):
+    the leaderboard shows it but never ranks or bolds it.
     """
 
     kind = "model"
@@ -273,6 +292,7 @@ class ModelSpec(_Spec):
     trained: bool = True
     family: str = ""
     fixed_length: str = ""
+    oracle: bool = False
 
     @property
     def family_name(self) -> str:
@@ -290,9 +310,16 @@ class ModelSpec(_Spec):
         return None
 
     def build(self, params: Mapping[str, Any], task: Task) -> TokenModel:
-        """Import the implementation and build the torch module for ``task``."""
-        return _import(self.implementation)(dict(params), task)
+        """Import the implementation and build the torch module for ``task`` (an older contract's model
+        through the adapter of :mod:`tokbench.compat`)."""
+        model = _import(self.implementation)(dict(params), task)
+        if self.contract < CONTRACT:
+            from tokbench.compat import adapt_model
+
+            adapt_model(model)
+        return model
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe": self.recipe.to_json(), "predicts": self.predicts,
-                "trained": self.trained, "family": self.family_name, "fixed_length": self.fixed_length}
+                "trained": self.trained, "family": self.family_name, "fixed_length": self.fixed_length,
+                "oracle": self.oracle}

@@ -185,14 +185,30 @@ def check_pairing(task_name: str, model_name: str) -> None:
     losses = result.curve["loss"]
     assert losses or result.train["steps"] == 0, "a model that trains logs its loss"
     assert all(math.isfinite(x) for x in losses), f"training loss is not finite: {losses}"
-    fractions = {"accuracy", "bayes_accuracy", *small_task(task_name).make_split("test", 0).attention_targets}
+    task = small_task(task_name)
+    fractions = {"accuracy", "bayes_accuracy", *task.make_split("test", 0).attention_targets}
     for name, choice in result.diagnostics.items():
         assert name in fractions, f"diagnostic {name} has no attention target"
         assert set(choice) == {"kind", "layer", "head"}, f"diagnostic {name}: {choice}"
     for name, value in result.metrics.items():
-        assert math.isfinite(value), f"metric {name} = {value}"
-        if name in fractions or name.endswith("_accuracy") and name != "normalized_accuracy":
-            assert 0.0 <= value <= 1.0, f"metric {name} = {value} lies outside [0, 1]"
+        check_metric(name, value, fractions)
+    if result.attention_profile is not None:
+        assert len(result.attention_profile) == task.context_length, (
+            f"attention profile over {len(result.attention_profile)} positions, expected {task.context_length}")
+
+
+def check_metric(name: str, value: float, fractions: set[str] = frozenset()) -> None:
+    """A reported metric is finite and in the range its name declares: ``_accuracy``, ``_attention``, ``agree_``
+    and the attention targets' metrics (``fractions``) in [0, 1], ``correlation`` in [-1, 1], the losses and
+    standard errors >= 0 (``normalized_accuracy`` and ``excess_loss`` may leave those ranges by sampling error)."""
+    assert isinstance(value, (int, float)) and math.isfinite(value), f"metric {name} = {value}"
+    if name in fractions or name.startswith("agree_") or (
+            name.endswith(("_accuracy", "_attention")) and name != "normalized_accuracy"):
+        assert 0.0 <= value <= 1.0, f"metric {name} = {value} lies outside [0, 1]"
+    elif name.endswith("correlation"):
+        assert -1.0 <= value <= 1.0, f"metric {name} = {value} lies outside [-1, 1]"
+    elif name in ("loss", "bayes_loss") or name.endswith("_se"):
+        assert value >= 0.0, f"metric {name} = {value} is negative"
 
 
 class _Conformance:
@@ -277,6 +293,16 @@ class TaskConformance(_Conformance):
             f"Bayes predictor: {hits / BAYES_SAMPLES:.4f} on {BAYES_SAMPLES} samples, bayes_accuracy() = {bayes:.4f} "
             f"(binomial test p = {p_value:.2g})"
         )
+
+    def test_bayes_log_probs_are_normalised_and_consistent(self, task_name: str) -> None:
+        import torch
+
+        task = small_task(task_name)
+        sample = task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345))
+        if task.bayes_log_probs(sample.tokens[:1]) is None:
+            assert task.bayes_loss() is None, "bayes_loss() is given, but bayes_log_probs() is not"
+            pytest.skip("the task gives no Bayes log-probabilities")
+        check_bayes_log_probs(task, sample)
 
     def test_attention_targets_point_at_valid_positions(self, task_name: str) -> None:
         task = small_task(task_name)
@@ -384,6 +410,48 @@ def check_split(task: Task, split: Split, n: int, where: str) -> None:
         assert reference.shape == split.labels.shape and reference.dtype == torch.int64, (
             f"{where}: reference {name!r} must be int64 shaped like the labels")
     check_attention_targets(split)
+
+
+def check_bayes_log_probs(task: Task, sample: Split) -> None:
+    """``bayes_log_probs`` on ``sample``: shaped ``(n, V)`` or ``(n, T, V)`` like the labels, no NaN or +inf,
+    each scored row a distribution (``-inf`` is a token of probability 0), every label possible, its argmax
+    reaching ``bayes_accuracy()`` and its cross-entropy ``bayes_loss()`` within sampling error (where given)."""
+    import torch
+
+    from tokbench.harness import align
+    from tokbench.metrics import sequence_accuracy
+
+    n, V = len(sample), task.vocab_size
+    log_probs = task.bayes_log_probs(sample.tokens)
+    expected = (*sample.labels.shape, V)
+    assert tuple(log_probs.shape) == expected, f"bayes_log_probs: shape {tuple(log_probs.shape)}, expected {expected}"
+    assert log_probs.is_floating_point(), f"bayes_log_probs: dtype {log_probs.dtype}, expected a float"
+    log_probs = log_probs.double()
+    scored = sample.scored if sample.labels.dim() == 2 else torch.ones(n, dtype=torch.bool)
+    rows = log_probs[scored]
+    assert not bool(torch.isnan(rows).any()) and not bool((rows == math.inf).any()), (
+        "bayes_log_probs: NaN or +inf (a token of probability 0 is -inf)")
+    totals = rows.exp().sum(-1)
+    assert torch.allclose(totals, torch.ones_like(totals), atol=1e-4), (
+        f"bayes_log_probs: scored rows sum to {float(totals.min()):.6f}..{float(totals.max()):.6f} in probability, not 1")
+    labels = sample.labels.clamp(min=0)
+    picked = log_probs.gather(-1, labels[..., None])[..., 0]
+    assert bool(torch.isfinite(picked[scored]).all()), "bayes_log_probs: a sampled label has probability 0"
+    per_sequence = sequence_accuracy(align(log_probs, sample.labels), sample.labels).double()
+    _within_sampling_error("the argmax of bayes_log_probs: accuracy", per_sequence, task.bayes_accuracy())
+    exact = task.bayes_loss()
+    if exact is not None:
+        assert math.isfinite(exact) and exact >= 0, f"bayes_loss() = {exact}: a cross-entropy is finite and >= 0"
+        per_sequence_loss = -(torch.where(scored, picked, 0.0).sum(-1) / scored.sum(-1)) if picked.dim() == 2 \
+            else -picked
+        _within_sampling_error("the cross-entropy of bayes_log_probs", per_sequence_loss, exact)
+
+
+def _within_sampling_error(what: str, per_sequence: torch.Tensor, claimed: float) -> None:
+    """The sample mean of ``per_sequence`` lies within about four standard errors of ``claimed``."""
+    mean, se = per_sequence.mean().item(), per_sequence.std().item() / math.sqrt(len(per_sequence))
+    assert abs(mean - claimed) <= 4 * se + 1e-9, (
+        f"{what} {mean:.4f} +- {se:.4f} on {len(per_sequence)} sequences, but the task claims {claimed:.4f}")
 
 
 def check_attention_targets(split: Split) -> None:

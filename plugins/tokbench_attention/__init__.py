@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from tokbench import ModelSpec, Param, Recipe, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
 # Why a model cannot run past its training length (ModelSpec.fixed_length); the encodings say it too.
 FIXED_LEARNED = "learned absolute positions: the table has one trained row per training position"
 FIXED_CONCAT = ("orthogonal positions concatenated to the tokens: the input width holds one dimension per "

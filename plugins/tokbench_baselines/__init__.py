@@ -8,6 +8,8 @@ Each predicts every position, so each pairs with every task.
 """
 from tokbench import ModelSpec, Recipe, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 NO_TRAINING = Recipe(optimizer="adam", lr=0.0, steps=0, batch_size=0)
 
 UNIFORM = ModelSpec(
@@ -47,12 +49,14 @@ BAYES_OPTIMAL = ModelSpec(
     description=(
         "The task's own Bayes predictor (Task.bayes_predict), scored on the test split like any model: its "
         "accuracy must match the task's analytic optimum within sampling error, which checks the task too. "
-        "Recipe: none (0 steps)."
+        "Where the task gives its Bayes log-probabilities, they are the oracle's, so its loss is the Bayes loss. "
+        "An oracle: shown, never ranked. Recipe: none (0 steps)."
     ),
     implementation="tokbench_baselines.baselines:BayesOptimal",
     recipe=NO_TRAINING,
     predicts="every",
     trained=False,
+    oracle=True,
 )
 
 

@@ -55,7 +55,16 @@ class LastTokenCounts(TokenModel):
 
 
 class BayesOptimal(TokenModel):
-    """One-hot logits on the task's Bayes-optimal prediction."""
+    """The task's Bayes predictor: it predicts ``bayes_predict``, and where the task gives ``bayes_log_probs``
+    its log-probabilities are those, so its loss is the Bayes loss (its loss columns mean something).
+
+    The logits are the log-probabilities (a token of probability 0 floored at :data:`FLOOR`, so that they
+    stay finite) plus :data:`MARGIN` on the predicted token, which :meth:`log_probs` takes off again; in
+    float64, so that nothing is lost. A task without log-probabilities gets one-hot logits.
+    """
+
+    FLOOR = -1e4  # exp(FLOOR) is 0 in float64: the floored tokens keep probability 0
+    MARGIN = 2e4  # more than any gap between two floored log-probabilities: the argmax is bayes_predict's
 
     def __init__(self, params: dict[str, Any], task: Task) -> None:
         super().__init__(params, task)
@@ -63,4 +72,15 @@ class BayesOptimal(TokenModel):
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         prediction = self.task.bayes_predict(tokens)  # (n,), or (n, T) for a task scored at many positions
-        return ModelOutput(F.one_hot(prediction, self.vocab_size).float())
+        choice = F.one_hot(prediction, self.vocab_size)
+        log_probs = self.task.bayes_log_probs(tokens)
+        if log_probs is None:
+            return ModelOutput(choice.float())
+        return ModelOutput(log_probs.double().clamp(min=self.FLOOR) + self.MARGIN * choice)
+
+    def log_probs(self, output: ModelOutput) -> torch.Tensor:
+        if output.logits.dtype != torch.float64:  # one-hot logits: the task gives no log-probabilities
+            return super().log_probs(output)
+        chosen = output.logits.argmax(-1, keepdim=True)
+        return F.log_softmax(output.logits.scatter_add(-1, chosen, torch.full_like(chosen, -self.MARGIN,
+                                                                                   dtype=torch.float64)), dim=-1)

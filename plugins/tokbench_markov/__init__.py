@@ -8,6 +8,8 @@ See docs/tasks/markov.md. The implementations are imported only when a run build
 """
 from tokbench import Param, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 CITATION_EDELMAN = ("Edelman, Edelman, Goel, Malach & Tsilivis, The Evolution of Statistical Induction Heads: "
                     "In-Context Learning Markov Chains, NeurIPS 2024, arXiv:2402.11004")
 CITATION_MAKKUVA = ("Makkuva, Bondaschi, Girish, Nagle, Jaggi, Kim & Gastpar, Attention with Markov: A Framework for "

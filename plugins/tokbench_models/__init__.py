@@ -13,6 +13,8 @@ from tokbench_attention import BASE, CITATION_POSITIONS, CONCAT_PARAMS, FIXED_LE
 # Why the flattened MLP cannot run past its training length (ModelSpec.fixed_length).
 FIXED_LENGTH = "the flattened MLP has one block of first-layer weights per training position"
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 # nanoGPT's recipe at these sizes: AdamW (betas 0.9, 0.95), weight decay 0.1, linear warm-up then cosine
 # decay, gradient norm clipped at 1. The learning rate is a small model's: 1e-3 (nanoGPT's 6e-4 is for GPT-2).
 ADAMW_COSINE = Recipe(optimizer="adamw", lr=1e-3, steps=1000, batch_size=64, weight_decay=0.1, betas=(0.9, 0.95),

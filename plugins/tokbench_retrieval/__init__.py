@@ -9,6 +9,8 @@ majority) and ``lag`` (lag-k walks); this module only registers the specs.
 """
 from tokbench import Param, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 CITATION_A = "Shi & Cao, Towards Understanding Transformers in Learning Random Walks, NeurIPS 2025, arXiv:2511.23239"
 CITATION_MQAR = (
     "Arora, Eyuboglu, Timalsina, Johnson, Poli, Zou, Rudra & Ré, Zoology: Measuring and Improving Recall in "

@@ -9,6 +9,8 @@ matrix correlation), ``automaton`` (the generative SCC automaton).
 """
 from tokbench import ModelSpec, Param, Recipe, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 CITATION_B = "Li, Huang, Ildiz, Rawat & Oymak, Mechanics of Next Token Prediction with Self-Attention, AISTATS 2024, arXiv:2403.08081"
 
 SCC_AUTOMATON = TaskSpec(

@@ -6,6 +6,8 @@ Selection in Self-Attention: Successes and Pitfalls in Learning Random Walks").
 """
 from tokbench import Param, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 CITATION_A = "Shi & Cao, Towards Understanding Transformers in Learning Random Walks, NeurIPS 2025, arXiv:2511.23239"
 
 _SIZES = (

@@ -3,6 +3,8 @@ from tokbench import ModelSpec, TaskSpec, hookimpl
 from tokbench_baselines import LAST_TOKEN
 from tokbench_walks import RANDOM_WALK
 
+TOKBENCH_CONTRACT = 2
+
 
 @hookimpl
 def register_tasks(register):

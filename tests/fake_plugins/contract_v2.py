@@ -14,6 +14,8 @@ position, so that it is not applicable to ``previous-token``.
 """
 from tokbench import ModelSpec, Param, Recipe, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 PREVIOUS_TOKEN = TaskSpec(
     name="previous-token", version="1", scoring="positions",
     description="Predict at every position the token before it (tests contract v2).",

@@ -1,6 +1,8 @@
 """A plugin that registers a task name the walks plugin already uses."""
 from tokbench import TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2
+
 
 @hookimpl
 def register_tasks(register):

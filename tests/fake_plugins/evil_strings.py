@@ -2,6 +2,8 @@
 from tokbench import Param, TaskSpec, hookimpl
 from tokbench_walks import RANDOM_WALK
 
+TOKBENCH_CONTRACT = 2
+
 EVIL = "<script>alert(1)</script> a|b & c"
 
 

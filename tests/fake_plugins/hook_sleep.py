@@ -3,6 +3,8 @@ import time
 
 from tokbench import hookimpl
 
+TOKBENCH_CONTRACT = 2
+
 
 @hookimpl
 def register_models(register):

@@ -15,6 +15,8 @@ from tokbench import ModelSpec, Param, Recipe, hookimpl
 from tokbench.errors import NotApplicable
 from tokbench.model import ModelOutput, TokenModel
 
+TOKBENCH_CONTRACT = 2
+
 ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable")
 
 

@@ -18,11 +18,11 @@ def output_console() -> Console:
 
 
 def loaded_registry(warn: bool = True) -> Registry:
-    """The plugin registry; each failed plugin is reported as one warning line on stderr."""
+    """The plugin registry; the host's notes (unknown plugin names, old contracts) and, with ``warn``, each
+    failed plugin are reported as one warning line each on stderr."""
     reg = registry()
-    if warn:
-        for line in reg.warnings():
-            print(f"tokbench: warning: {line}", file=sys.stderr)
+    for line in reg.notes + (reg.warnings() if warn else []):
+        print(f"tokbench: warning: {line}", file=sys.stderr)
     return reg
 
 

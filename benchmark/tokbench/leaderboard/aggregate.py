@@ -25,8 +25,9 @@ from tokbench.leaderboard.stats import ABOVE, MATCHES, Stat, binomial_var, compa
 CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy",
                 "chance_accuracy", "oracle_accuracy")
 DIGITS = 3  # decimals shown for accuracies
-# Models that read the task's answer instead of learning it: marked, never bold, never in a claim. Records name a
-# model's family (``meta.model_family``): ``oracle`` marks one too, ``baseline`` a reference that learns nothing.
+# Models that read the task's answer instead of learning it: marked, never bold, never in a claim. A record says so
+# itself (meta.model_oracle, from ModelSpec.oracle); records name a model's family too (``meta.model_family``:
+# ``oracle`` marks one, ``baseline`` a reference that learns nothing). The name set serves older records.
 ORACLES = frozenset({"bayes-optimal"})
 ORACLE_FAMILY, BASELINE_FAMILY = "oracle", "baseline"
 # The baselines a learned score must be told apart from before it is bold (and that decide which families count).
@@ -99,10 +100,11 @@ class Row:
     slug: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
     family: str = ""  # the model family its records name (older records: none)
+    declared_oracle: bool = False  # the record's meta.model_oracle (ModelSpec.oracle)
 
     @property
     def oracle(self) -> bool:
-        return self.model in ORACLES or self.family == ORACLE_FAMILY
+        return self.declared_oracle or self.model in ORACLES or self.family == ORACLE_FAMILY
 
     @property
     def baseline(self) -> bool:
@@ -246,7 +248,8 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         row = rows.setdefault(_row_key(rec), Row(
             _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
-            defaults=row_defaults, family=meta.get("model_family") or ""))
+            defaults=row_defaults, family=meta.get("model_family") or "",
+            declared_oracle=bool(meta.get("model_oracle"))))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
         {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:

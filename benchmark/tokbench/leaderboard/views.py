@@ -268,10 +268,18 @@ def length_table(board: Leaderboard, scores: Scores, lengths: Lengths, ladder: L
 
 
 def failures_table(board: Leaderboard) -> Table:
-    """Every failed run with its error: failures are shown, never dropped."""
-    rows: list[list[Value]] = [[cell.column.label, cell.row.label, str(rec["seed"]), rec["error"] or ""]
+    """Every failed run with its error and where it was raised: failures are shown, never dropped."""
+    rows: list[list[Value]] = [[cell.column.label, cell.row.label, str(rec["seed"]), rec["error"] or "", _where(rec)]
                                for cell, rec in sorted(board.failed(), key=_failure_order)]
-    return Table("Failed runs", ["task", "model", "seed", "error"], rows)
+    return Table("Failed runs", ["task", "model", "seed", "error", "where"], rows)
+
+
+def _where(rec: dict) -> str:
+    """The phase a failed run stopped in and, for an exception, its innermost plugin frame (``file:line in f``)."""
+    failure = rec.get("failure") or {}
+    frames = failure.get("frames") or []
+    frame = frames[-1].split(": ", 1)[0] if frames else ""
+    return ", ".join(filter(None, [failure.get("phase"), frame]))
 
 
 def _failure_order(item: tuple[Cell, dict]) -> tuple[str, str, int]:

@@ -8,6 +8,8 @@ question. Counting answers it in the first task; only word order answers it in t
 """
 from tokbench import Param, TaskSpec, hookimpl
 
+TOKBENCH_CONTRACT = 2  # the plugin contract this module is written for (CONTRIBUTING.md)
+
 CITATION = (
     "Shi & Cao, Towards Understanding Token Selection in Self-Attention: Successes and Pitfalls in "
     "Learning Random Walks (ICLR 2025 submission), arXiv:2511.23239"

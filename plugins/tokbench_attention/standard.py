@@ -114,8 +114,8 @@ class StandardAttention(TokenModel):
         scores = self._scores(q, tokens, query_positions) / math.sqrt(self.head_width)  # (n, H, Q, L)
         bias = self.positional.bias(query_positions, positions)  # (H, Q, L)
         if bias is not None:
-            scores = scores + self._move_slot(bias, bias.gather(2, query_positions.view(1, -1, 1).expand(
-                self.heads, -1, 1))[..., 0])  # the slot's own offset is 0
+            own = query_positions.view(1, -1, 1).expand(self.heads, -1, 1)  # the slot's own offset: 0
+            scores = scores + self._move_slot(bias, bias.gather(2, own)[..., 0])
         future = positions > ends[:, None]  # (Q, L): the causal mask; the slot sees itself
         future[:, T:] = False
         attention = torch.softmax(scores.masked_fill(future, float("-inf")), dim=-1)  # (n, H, Q, L)

@@ -158,3 +158,17 @@ def test_the_record_carries_the_evaluations(monkeypatch):
     assert record["evaluations"] == [{"overrides": {"context_length": 16}, "status": "not_applicable",
                                       "reason": FIXED}]
     assert record["params"]["evaluate"] == [{"context_length": 16}]
+
+
+def test_a_length_limit_set_by_the_models_parameters_is_not_applicable_with_its_reason():
+    """`transformer` with learned positions declares no fixed_length (its default, RoPE, extends); the limit shows
+    in the forward pass as NotApplicable, which must give n/a with the model's reason, not a failed pairing."""
+    reg = registry()
+    walk = replace(reg.task("random-walk"), evaluation_axes=("context_length",)).create(
+        {"context_length": 8, "test_size": 16})
+    spec = reg.model("transformer")
+    assert not spec.fixed_length
+    model = spec.build(spec.resolve({"positional": "learned"}), walk)
+    entry = evaluate_setting(model, walk, spec, {"context_length": 16}, 0)
+    assert entry["status"] == "not_applicable" and "position" in entry["reason"]
+    assert "metrics" not in entry

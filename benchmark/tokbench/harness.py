@@ -28,7 +28,7 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
-from tokbench.errors import TokbenchError
+from tokbench.errors import NotApplicable, TokbenchError
 from tokbench.metrics import agreement, attention_metric, chance_accuracy, prediction_accuracy, sequence_accuracy
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
@@ -578,6 +578,9 @@ def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overr
         return {**entry, "status": "not_applicable", "reason": model_spec.fixed_length}
     generator = torch.Generator().manual_seed(derive_seed(seed, "data:test:" + canonical_json(dict(overrides))))
     split = setting.generate(setting.split_size("test"), generator)
-    metrics, _, _ = evaluate(model, setting, split)
+    try:
+        metrics, _, _ = evaluate(model, setting, split)
+    except NotApplicable as exc:  # a limit set by the model's parameters (a transformer with learned positions)
+        return {**entry, "status": "not_applicable", "reason": str(exc)}
     metrics["bayes_accuracy"] = setting.bayes_accuracy()
     return {**entry, "status": "ok", "metrics": metrics}

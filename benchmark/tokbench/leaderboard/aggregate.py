@@ -100,11 +100,13 @@ class Row:
     slug: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
     family: str = ""  # the model family its records name (older records: none)
-    declared_oracle: bool = False  # the record's meta.model_oracle (ModelSpec.oracle)
+    declared_oracle: bool | None = None  # the record's meta.model_oracle (ModelSpec.oracle); None: older records
 
     @property
     def oracle(self) -> bool:
-        return self.declared_oracle or self.model in ORACLES or self.family == ORACLE_FAMILY
+        if self.declared_oracle is not None:
+            return self.declared_oracle
+        return self.model in ORACLES or self.family == ORACLE_FAMILY
 
     @property
     def baseline(self) -> bool:
@@ -249,7 +251,7 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
             _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
             defaults=row_defaults, family=meta.get("model_family") or "",
-            declared_oracle=bool(meta.get("model_oracle"))))
+            declared_oracle=meta.get("model_oracle")))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
         {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:

@@ -290,6 +290,14 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
+def scaled_warmup(default: Recipe, steps: int) -> int:
+    """The warm-up of ``default`` at ``steps`` steps: the schedule keeps its shape, so the warm-up keeps its share
+    of the steps (50 of 1000 -> 5 of 100), rounded, and never more than the steps."""
+    if default.steps == 0:
+        return min(default.warmup_steps, steps)
+    return min(steps, round(default.warmup_steps * steps / default.steps))
+
+
 def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line: Mapping[str, Any]) -> Recipe:
     """``model``'s recipe in ``block``: its default, capped by the suite's ``[budget]`` unless steps are given
     explicitly; the block's ``[grid.train]`` keys, then its table for the model; ``--set`` (``command_line``);
@@ -297,17 +305,23 @@ def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line
     every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
     tables = [((), every), *(((name,), table) for name, table in block.train.items()
                              if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name))]
-    explicit_steps = "steps" in command_line or any("steps" in given for _, given in tables)
+    def explicit(key: str) -> bool:
+        return key in command_line or any(key in given for _, given in tables)
+
     recipe = model.recipe
-    if suite.max_steps is not None and recipe.steps > suite.max_steps and not explicit_steps:
-        # the schedule keeps its shape: the warm-up shrinks with the steps (50 of 1000 -> 5 of 100)
-        warmup = round(recipe.warmup_steps * suite.max_steps / recipe.steps)
-        recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": warmup})
+    if suite.max_steps is not None and recipe.steps > suite.max_steps and not explicit("steps"):
+        recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": scaled_warmup(model.recipe,
+                                                                                          suite.max_steps)})
     for path, given in tables:
         for key, value in given.items():
             _located(suite.where("grid", block.index, "train", *path, key), lambda: recipe.override({key: value}))
         recipe = recipe.override(given)
     recipe = recipe.override(command_line)
+    if explicit("steps") and not explicit("warmup_steps"):
+        recipe = recipe.override({"warmup_steps": scaled_warmup(model.recipe, recipe.steps)})
+    if recipe.warmup_steps > recipe.steps:
+        raise UsageError(f"{model.name}: warmup_steps={recipe.warmup_steps} exceeds steps={recipe.steps}: the "
+                         "learning rate would never reach its peak (set train.warmup_steps to at most the steps)")
     if block.sweep and model.trained:
         recipe = _located(suite.where("grid", block.index, "sweep"),
                           lambda: _swept(recipe, block.sweep, command_line))

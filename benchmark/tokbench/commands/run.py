@@ -32,7 +32,8 @@ from tokbench.suites import builtin_suites, load_suite
 EXIT_INTERRUPTED = 130
 
 
-def _seconds(text: str) -> float:
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
     try:
         value = float(text)
     except ValueError:
@@ -75,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
                      help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
                      "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
-    run.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+    run.add_argument("--timeout", type=seconds, metavar="SECONDS",
                      help="stop a pairing that runs longer and record it as failed (default: no limit)")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
                      help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
@@ -158,6 +159,10 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
            headline: str, console: Console) -> dict[str, Any]:
     """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
     _check_writable(args.out)
+    if args.executor == "local":
+        # Only now, with every argument and file checked: the server inherits stdout and stderr, and a
+        # reader of a pipe would wait for it to notice that the parent left (20-55 s under load).
+        start_server()
     locks = PairingLocks(args.out, existing)
     print(f"tokbench: {headline} into {args.out}/", file=sys.stderr)
     executor = make_executor(args.executor, args.out, git_commit(), _jobs(args), len(todo), args.threads,
@@ -169,8 +174,6 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
 def _run(args: argparse.Namespace) -> int:
     console = output_console()
     err = Console(stderr=True)
-    if args.executor == "local" and not args.dry_run:
-        start_server()
     registry = loaded_registry()
     suite = load_suite(args.suite)
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings))
@@ -187,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_records(args.out, strict=args.strict)
     for problem in loaded.problems:
         print(f"tokbench: warning: skipped {problem}", file=sys.stderr)
+    for duplicate in loaded.duplicates:
+        print(f"tokbench: warning: {duplicate} (this run uses the finished or later one)", file=sys.stderr)
     newer = [p for p in grid if p.config_hash in loaded.newer]
     if newer:  # never overwrite what a newer tokbench wrote, whatever --rerun says
         print(f"tokbench: warning: {len(newer)} pairing(s) have records written by a newer tokbench (e.g. "
@@ -226,7 +231,9 @@ def _run(args: argparse.Namespace) -> int:
         err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):",
                   soft_wrap=True)
         for record in failed:
-            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False,
-                      soft_wrap=True)
+            earlier = loaded.records.get(record["config_hash"])
+            kept = " (the earlier finished record is kept)" if earlier and earlier["status"] != "failed" else ""
+            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}{kept}",
+                      highlight=False, soft_wrap=True)
         return 1
     return 0

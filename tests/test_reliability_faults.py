@@ -1,0 +1,161 @@
+"""Issue #21, second-round faults: shadowed packages, usage errors before workers, warm-ups, failed reruns, NaN
+outputs, verify through isolated workers, tampered and duplicated records, publishing that prunes only its own files.
+
+Every command runs in the test's own temporary folder with its own --out; time limits are generous (minutes),
+and the tests that wait for a process wait for an event (a file, a worker), never for a few seconds.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from run_support import TINY_SUITE, record_files, wait_until, workers_of, write_suite
+from tokbench.cli import main
+from tokbench.grid import expand, parse_settings
+from tokbench.plugins import registry
+from tokbench.results import load_record, load_records
+from tokbench.suites import load_suite
+
+TINY_TASK = """
+[grid.task.random-walk]
+context_length = 8
+train_size = 32
+val_size = 16
+test_size = 16
+"""
+TOKBENCH = Path(sys.executable).with_name("tokbench")  # the console script, as a user starts it
+
+
+def hostile_suite(folder: Path, act: str = "none", seeds: int = 1) -> Path:
+    return write_suite(folder, f'seeds = {seeds}\n[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile"]\n'
+                               f'[grid.model.hostile]\nact = "{act}"\n{TINY_TASK}', "hostile.toml")
+
+
+# ---- 3: a tokbench/ folder where the user stands ----------------------------------------------------------------
+
+@pytest.mark.skipif(not TOKBENCH.exists(), reason="needs the tokbench console script beside the interpreter")
+def test_run_from_a_folder_holding_an_empty_tokbench_folder_trains_its_pairing(tmp_path):
+    (tmp_path / "tokbench").mkdir()  # e.g. the folder that holds a clone named tokbench
+    suite = write_suite(tmp_path, TINY_SUITE.replace("seeds = 2", "seeds = 1"))
+    done = subprocess.run([str(TOKBENCH), "run", "--suite", str(suite), "--out", "runs", "-q"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert {load_record(p)["status"] for p in record_files(tmp_path / "runs")} == {"ok"}
+
+
+# ---- 4: usage errors come before the fork server ----------------------------------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["--task", "no-such-task"],
+    ["--set", "train.steps=-1"],
+    ["--shard", "3/2"],
+    ["--ray-address", "localhost:1"],
+    ["--suite", "no-such-suite.toml"],
+])
+def test_usage_errors_are_one_line_before_any_worker_process_starts(tmp_path, monkeypatch, capsys, argv):
+    started = []
+    monkeypatch.setattr("tokbench.commands.run.start_server", lambda: started.append(True))
+    assert main(["run", *argv, "--out", str(tmp_path / "runs")]) == 2
+    assert started == [] and capsys.readouterr().err.count("\n") == 1
+
+
+# ---- 5: explicit steps scale the warm-up ------------------------------------------------------------------------
+
+def _recipes(settings: list[str], model: str = "transformer-2l") -> list:
+    grid = expand(load_suite("default"), registry(), ["random-walk"], [model], 1, parse_settings(settings))
+    return [p.recipe for p in grid]
+
+
+def test_explicit_steps_scale_the_recipes_warm_up_and_an_explicit_warm_up_stays():
+    default = registry().model("transformer-2l").recipe
+    assert default.warmup_steps > 0
+    [recipe] = _recipes(["train.steps=20"])
+    assert (recipe.steps, recipe.warmup_steps) == (20, round(default.warmup_steps * 20 / default.steps))
+    [recipe] = _recipes(["train.steps=20", "train.warmup_steps=3"])
+    assert recipe.warmup_steps == 3
+
+
+def test_a_warm_up_longer_than_the_steps_is_a_usage_error(cli, tmp_path):
+    done = cli("run", "--model", "transformer-2l", "--task", "random-walk", "--set", "train.steps=10",
+               "--set", "train.warmup_steps=50", "--dry-run", "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "warmup_steps=50 exceeds steps=10" in done.stderr
+
+
+# ---- 11 and 12: failed reruns, NaN outputs -----------------------------------------------------------------------
+
+def test_a_failed_rerun_all_keeps_the_ok_record_and_reports_the_failure(tmp_path, cli, plugin_site):
+    env = plugin_site(hostile="hostile_model")
+    suite, out = hostile_suite(tmp_path, seeds=2), tmp_path / "runs"
+    first = cli("run", "--suite", str(suite), "--out", str(out), "-q", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in record_files(out)}
+    again = cli("run", "--suite", str(suite), "--out", str(out), "--rerun", "all", "-q",
+                env={**env, "HOSTILE_ACT": "raise"}, cwd=tmp_path)
+    assert again.returncode == 1
+    assert "2 of 2 pairings failed" in again.stderr and again.stderr.count("the earlier finished record is kept") == 2
+    assert {p.name: p.read_bytes() for p in record_files(out)} == before
+
+
+def test_nan_outputs_at_evaluation_give_a_failed_record(tmp_path, cli, plugin_site):
+    env = plugin_site(hostile="hostile_model")
+    done = cli("run", "--suite", str(hostile_suite(tmp_path, "nan_eval")), "--out", str(tmp_path / "runs"), "-q",
+               env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    [record] = load_records(tmp_path / "runs").records.values()
+    assert record["status"] == "failed" and record["failure"]["phase"] == "evaluate"
+    assert "NaN" in record["error"] and record["metrics"] == {}
+
+
+# ---- 7: verify through the isolated workers ----------------------------------------------------------------------
+
+@pytest.fixture
+def verified(tmp_path, cli, plugin_site):
+    """A folder with two ok hostile records (trained with act none) and the environment that installs the plugin."""
+    env = plugin_site(hostile="hostile_model")
+    out = tmp_path / "runs"
+    done = cli("run", "--suite", str(hostile_suite(tmp_path, seeds=2)), "--out", str(out), "-q", env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return out, env
+
+
+def test_verify_passes_only_after_a_summary_counting_every_record(verified, cli, tmp_path):
+    out, env = verified
+    done = cli("verify", str(out), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("2 of 2 records checked reproduce")
+
+
+@pytest.mark.parametrize("act, extra, failure", [
+    ("os_exit0", [], "exited with status 0"),
+    ("hang_term", ["--timeout", "20"], "timed out after 20 s"),
+])
+def test_verify_of_a_model_that_exits_0_or_hangs_fails_and_counts_every_record(verified, cli, tmp_path, act, extra,
+                                                                                failure):
+    out, env = verified
+    done = cli("verify", str(out), *extra, env={**env, "HOSTILE_ACT": act}, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stdout.count("FAIL") == 2 and failure in done.stdout
+    assert "0 of 2 records checked reproduce" in done.stderr
+    assert record_files(out) and all(load_record(p)["status"] == "ok" for p in record_files(out))  # never written
+
+
+def test_ctrl_c_stops_verify_with_130_and_a_summary(verified, tmp_path):
+    out, env = verified
+    process = subprocess.Popen([sys.executable, "-m", "tokbench.cli", "verify", str(out), "--jobs", "1"],
+                               env={**os.environ, **env, "HOSTILE_ACT": "hang_term"}, cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: workers_of(process.pid), timeout=300)  # retraining has begun
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert "records checked reproduce" in stderr and "not checked" in stderr and "interrupted" in stderr
+    assert "Traceback" not in stderr
+

@@ -52,8 +52,10 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
 
 def test_publish_removes_stale_records_only_with_prune(tmp_path):
     source = write(tmp_path / "runs", _records()[:3])
+    earlier = write(tmp_path / "earlier", [*_records()[:3], record(seed=9, model="old")])
     out = tmp_path / "board"
-    stale = write(out / "records", [record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", str(earlier), "--format", "all", "--out", str(out)]) == 0
+    stale = out / "records"
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
     assert len(list(stale.glob("*.json"))) == 4
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out), "--prune"]) == 0

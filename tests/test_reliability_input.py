@@ -35,8 +35,10 @@ def test_publishing_one_section_keeps_the_other_sections_records(tmp_path):
     assert main(["leaderboard", *both]) == 0
     assert main(["leaderboard", "--records", f"paper={paper}", "--format", "all", "--out", str(out)]) == 0
     assert len(list((out / "records" / "default").glob("*.json"))) == 2
-    # Even --prune removes only what the published section's own folder holds beyond this publish.
-    stale = write(out / "records" / "paper", [record(seed=9, model="old")])
+    # Even --prune removes only what an earlier publish wrote in the published section's own folder.
+    earlier = write(tmp_path / "earlier", [*_section("attn-paper-a"), record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", f"paper={earlier}", "--format", "all", "--out", str(out)]) == 0
+    stale = out / "records" / "paper"
     assert main(["leaderboard", "--records", f"paper={paper}", "--format", "all", "--out", str(out), "--prune"]) == 0
     assert len(list((out / "records" / "default").glob("*.json"))) == 2
     assert len(list(stale.glob("*.json"))) == 2 and not list(stale.glob("*__old__*"))
@@ -44,8 +46,10 @@ def test_publishing_one_section_keeps_the_other_sections_records(tmp_path):
 
 def test_an_unnamed_publish_never_deletes_records_without_prune(tmp_path):
     source = write(tmp_path / "runs", _section("attn-paper-a"))
+    earlier = write(tmp_path / "earlier", [*_section("attn-paper-a"), record(seed=9, model="old")])
     out = tmp_path / "board"
-    kept = write(out / "records", [record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", str(earlier), "--format", "all", "--out", str(out)]) == 0
+    kept = out / "records"
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
     assert len(list(kept.glob("*__old__*"))) == 1
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out), "--prune"]) == 0

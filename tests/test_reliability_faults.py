@@ -69,8 +69,25 @@ def test_usage_errors_are_one_line_before_any_worker_process_starts(tmp_path, mo
 # ---- 5: explicit steps scale the warm-up ------------------------------------------------------------------------
 
 def _recipes(settings: list[str], model: str = "transformer-2l") -> list:
-    grid = expand(load_suite("default"), registry(), ["random-walk"], [model], 1, parse_settings(settings))
+    grid = expand(load_suite("survey"), registry(), ["random-walk"], [model], 1, parse_settings(settings))
     return [p.recipe for p in grid]
+
+
+def test_the_default_suite_is_a_first_look_that_points_to_the_full_suites():
+    suite = load_suite("default")
+    pairings = expand(suite, registry())
+    assert {p.task_spec.name for p in pairings} == set(registry().tasks)  # every task, few models and seeds
+    assert len({p.model_spec.name for p in pairings}) <= 6 and {p.seed for p in pairings} == {0, 1, 2}
+    assert all(p.recipe.steps <= suite.max_steps <= 300 for p in pairings)
+    assert "--suite tokbench" in suite.description
+
+
+def test_a_default_run_ends_pointing_to_the_full_suites(cli, tmp_path):
+    done = cli("run", "--task", "random-walk", "--model", "last-token", "--seeds", "1", "-q",
+               "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "default suite, a first look" in last and "--suite tokbench" in last and "--suite survey" in last
 
 
 def test_explicit_steps_scale_the_recipes_warm_up_and_an_explicit_warm_up_stays():
@@ -83,7 +100,7 @@ def test_explicit_steps_scale_the_recipes_warm_up_and_an_explicit_warm_up_stays(
 
 
 def test_a_warm_up_longer_than_the_steps_is_a_usage_error(cli, tmp_path):
-    done = cli("run", "--model", "transformer-2l", "--task", "random-walk", "--set", "train.steps=10",
+    done = cli("run", "--suite", "survey", "--model", "transformer-2l", "--task", "random-walk", "--set", "train.steps=10",
                "--set", "train.warmup_steps=50", "--dry-run", "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "warmup_steps=50 exceeds steps=10" in done.stderr
 

@@ -290,6 +290,9 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
+WIDEST_SUITE = "survey"
+
+
 def scaled_warmup(default: Recipe, steps: int) -> int:
     """The warm-up of ``default`` at ``steps`` steps: the schedule keeps its shape, so the warm-up keeps its share
     of the steps (50 of 1000 -> 5 of 100), rounded, and never more than the steps."""
@@ -392,7 +395,8 @@ def expand(
     grid = list(pairings.values())
     if not grid:
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
-        raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}")
+        wider = f" (--suite {WIDEST_SUITE} has every task x every model)" if narrowed else ""
+        raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}{wider}")
     _check_settings_used(settings, grid)
     return grid
 

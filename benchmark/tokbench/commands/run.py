@@ -30,6 +30,7 @@ from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_execut
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
+DEFAULT_SUITE = "default"
 
 
 def seconds(text: str) -> float:
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train and evaluate every pairing of a suite and write one run record per pairing and seed. "
         "A rerun skips finished records, so it resumes after a crash and runs only what new plugins add.",
         epilog="Records merge by copying folders together, e.g. the --out folders of --shard jobs.")
-    run.add_argument("--suite", default="default", metavar="NAME|FILE",
+    run.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME|FILE",
                      help=f"a built-in suite ({', '.join(builtin_suites())}) or a suite TOML file (default: default)")
     run.add_argument("--task", dest="tasks", action="extend", nargs="+", default=[], metavar="NAME",
                      help="only these tasks of the suite")
@@ -225,6 +226,10 @@ def _run(args: argparse.Namespace) -> int:
     board = shlex.quote(f"{args.out.as_posix().rstrip('/')}-leaderboard")
     print(f"tokbench: records in {args.out}/; tables, HTML and plots: tokbench leaderboard --records "
           f"{shlex.quote(args.out.as_posix())} --format all --out {board}", file=sys.stderr)
+    if args.suite == DEFAULT_SUITE:
+        print(f"tokbench: that was the default suite, a first look ({suite.description.partition(': ')[0]}); "
+              "the full comparisons: tokbench run --suite tokbench (the benchmark's protocol), --suite survey "
+              "(every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         variants = variant_labels(records)

@@ -260,3 +260,20 @@ def test_verify_integrity_checks_the_published_manifest_without_training(tmp_pat
     assert "2 problems" in out_text.err
     assert len(list(added.glob("*.json"))) == 4
     assert main(["verify", str(source), "--integrity"]) == 1  # a folder with no manifest is no pass
+
+
+# ---- 8: a plugin that calls os._exit(0) ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("plugin, module, error", [
+    ("hosexit", "hook_os_exit", "register_tasks failed: RuntimeError: called os._exit(0)"),
+    ("iosexit", "import_os_exit", "import failed: RuntimeError: called os._exit(0)"),
+])
+def test_a_plugin_calling_os_exit_0_is_reported_and_commands_go_on(tmp_path, cli, plugin_site, plugin, module, error):
+    env = plugin_site(**{plugin: module})
+    listing = cli("plugins", "--json", env=env, cwd=tmp_path)
+    assert listing.returncode == 0
+    [info] = [p for p in json.loads(listing.stdout) if p["name"] == plugin]
+    assert info["status"] == "error" and info["error"] == error
+    run = cli("run", "--task", "random-walk", "--model", "last-token", "--seeds", "1", "-q",
+              "--out", str(tmp_path / "runs"), env=env, cwd=tmp_path)
+    assert run.returncode == 0 and error in run.stderr and len(record_files(tmp_path / "runs")) == 1

@@ -277,3 +277,57 @@ def test_a_plugin_calling_os_exit_0_is_reported_and_commands_go_on(tmp_path, cli
     run = cli("run", "--task", "random-walk", "--model", "last-token", "--seeds", "1", "-q",
               "--out", str(tmp_path / "runs"), env=env, cwd=tmp_path)
     assert run.returncode == 0 and error in run.stderr and len(record_files(tmp_path / "runs")) == 1
+
+
+# ---- 13: numbers a machine cannot hold, deep nesting, SIGTERM ----------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--threads", "100000"], "expected at most"),
+    (["--set", "train.steps=1000000000000"], "train.steps is 1,000,000,000,000 optimiser steps"),
+    (["--set", "train_size=1000000000"], "train_size=1000000000 at context_length"),
+    (["--set", "train.batch_size=100000000000"], "train.batch_size"),
+])
+def test_numbers_a_machine_cannot_hold_are_one_line_usage_errors_even_in_a_dry_run(tmp_path, capsys, argv, message):
+    try:
+        code = main(["run", "--task", "random-walk", "--model", "attn-nope", "--dry-run", *argv,
+                     "--out", str(tmp_path / "runs")])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err
+
+
+def test_a_deeply_nested_suite_is_a_one_line_error(tmp_path, capsys):
+    suite = write_suite(tmp_path, "seeds = 1\n[[grid]]\ntasks = " + "[" * 5000 + "]" * 5000 + "\nmodels = []\n")
+    assert main(["run", "--suite", str(suite), "--dry-run", "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nested too deeply" in err
+
+
+def test_verify_of_a_record_claiming_more_threads_than_cores_fails_that_record(tmp_path, capsys):
+    source = write(tmp_path / "runs", [record()])
+    path = next(source.glob("*.json"))
+    edited = json.loads(path.read_text())
+    edited["provenance"]["threads"] = 100000
+    path.write_text(json.dumps(edited))
+    assert main(["verify", str(source)]) == 1
+    captured = capsys.readouterr()
+    assert "FAIL" in captured.out and "provenance.threads 100000" in captured.out
+    assert "0 of 1 records checked reproduce" in captured.err
+
+
+def test_sigterm_stops_a_run_with_one_interrupted_line_and_130(tmp_path, plugin_site):
+    env = plugin_site(hostile="hostile_model")
+    process = subprocess.Popen([sys.executable, "-m", "tokbench.cli", "run", "--suite",
+                                str(hostile_suite(tmp_path, "hang", seeds=2)), "--out", str(tmp_path / "runs"), "-q"],
+                               env={**os.environ, **env}, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert wait_until(lambda: workers_of(process.pid), timeout=300)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert "interrupted" in stderr and "run the same command again to resume" in stderr
+    assert "Traceback" not in stderr and not record_files(tmp_path / "runs")

@@ -291,6 +291,17 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
 
 
 WIDEST_SUITE = "survey"
+# What one machine can hold: more steps than this never finish (at a millisecond a step, 28 hours), and a split of
+# more tokens than this does not fit in memory as int64 tensors (16 GiB) next to its labels.
+MAX_STEPS = 10**8
+MAX_SPLIT_TOKENS = 2**31
+
+
+def _check_held(what: str, value: Any, limit: int, unit: str) -> None:
+    """A usage error, in one line, for a number that a machine cannot hold or finish."""
+    if isinstance(value, (int, float)) and value > limit:
+        raise UsageError(f"{what} is {value:,} {unit}, more than one machine can hold or finish ({limit:,}); "
+                         "use a smaller value")
 
 
 def scaled_warmup(default: Recipe, steps: int) -> int:
@@ -380,12 +391,18 @@ def expand(
                 set_task, set_model, set_train = _route(settings, task, model)
                 model_params = model.resolve(model_given[model.name] | set_model)
                 recipe = _block_recipe(suite, block, model, set_train)
+                _check_held(f"{model.name}: train.steps", recipe.steps, MAX_STEPS, "optimiser steps")
+                _check_held(f"{model.name}: train.batch_size", recipe.batch_size, MAX_SPLIT_TOKENS, "sequences")
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):
                     if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
                         raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "
                                          "it with --task, --model or --seeds, or split it into several suites")
                     task_params = task.resolve(task_given[task.name] | rung_params | set_task)
                     _check_task(task, task_params, checked)
+                    for key in (k for k in task_params if k.endswith("_size")):
+                        length = max(1, int(task_params.get("context_length") or 1))
+                        _check_held(f"{task.name}: {key}={task_params[key]} at context_length {length}",
+                                    task_params[key] * length, MAX_SPLIT_TOKENS, "tokens in one split")
                     if rung is not None:  # the values the pairing trains with (--set may override a rung's)
                         rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
                     variant = Variant(task, model, task_params, model_params, recipe, rung)

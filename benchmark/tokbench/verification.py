@@ -23,6 +23,7 @@ record and the verification goes on.
 """
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,15 @@ def sample(records: Sequence[Record], size: int | None, seed: int) -> list[Recor
 def threads(record: Mapping[str, Any]) -> int:
     """The torch intra-op thread count the record trained with (1, the runner's default, when not recorded)."""
     return int(record["provenance"].get("threads") or 1)
+
+
+def check_threads(record: Mapping[str, Any]) -> None:
+    """Raise :class:`UsageError` when the record's thread count is more than this machine has cores
+    (torch would try to start them all)."""
+    cores = os.cpu_count() or 1
+    if threads(record) > cores:
+        raise UsageError(f"provenance.threads {threads(record)} is more than this machine's {cores} cores: "
+                         "retrain it on a machine that has them")
 
 
 def same_environment(record: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
@@ -117,6 +127,7 @@ def rebuild(record: Record, registry: Any) -> tuple[Any, str | None]:
     from tokbench.grid import Pairing
     from tokbench.results import clean
 
+    check_threads(record)
     for kind, names in (("task", registry.tasks), ("model", registry.models)):
         if record[kind] not in names:
             raise UsageError(f"{kind} {record[kind]!r} is not installed here: install the plugin that provides it "

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench import adaptive
-from tokbench.commands import loaded_registry, output_console, positive_int
+from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -74,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                      help=f"local worker processes (default and cap: the usable cores, here {usable_cores()}, "
                      "divided by --threads); every pairing runs in a worker process, also at --jobs 1")
-    run.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+    run.add_argument("--threads", type=thread_count, default=DEFAULT_THREADS, metavar="N",
                      help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
                      "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
     run.add_argument("--timeout", type=seconds, metavar="SECONDS",

@@ -331,3 +331,35 @@ def test_sigterm_stops_a_run_with_one_interrupted_line_and_130(tmp_path, plugin_
     assert process.returncode == 130
     assert "interrupted" in stderr and "run the same command again to resume" in stderr
     assert "Traceback" not in stderr and not record_files(tmp_path / "runs")
+
+
+# ---- 6: what the commands say ----------------------------------------------------------------------------------
+
+def test_ls_keeps_descriptions_whole_past_et_al_and_iid(capsys):
+    assert main(["ls", "tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "(Nichani et al. 2024)" in out and "i.i.d. uniform" in out
+
+
+def test_the_dry_run_counts_not_applicable_pairings_apart(tmp_path, capsys):
+    assert main(["run", "--dry-run", "--out", str(tmp_path / "runs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    runs, inapplicable = sum(x.startswith("run ") for x in lines), sum(x.startswith("n/a ") for x in lines)
+    assert inapplicable > 0  # the default suite pairs some models with tasks they do not apply to
+    assert f": {runs} to run, {inapplicable} not applicable (recorded without training), 0 to skip" in lines[-1]
+
+
+def test_verify_of_a_record_whose_plugin_is_missing_says_so(tmp_path, capsys):
+    source = write(tmp_path / "runs", [record(model="not-installed-model")])
+    assert main(["verify", str(source)]) == 1
+    out = capsys.readouterr().out
+    assert "model 'not-installed-model' is not installed here" in out and "unknown" not in out
+
+
+@pytest.mark.parametrize("command", [["leaderboard", "--records"], ["verify"]])
+def test_a_file_given_as_the_records_folder_is_named_as_not_a_folder(tmp_path, capsys, command):
+    path = tmp_path / "records.json"
+    path.write_text("{}")
+    assert main([*command, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "not a folder" in err and "no such folder" not in err

@@ -216,4 +216,4 @@ def test_a_dry_run_of_a_hundred_thousand_pairings_is_quick(tmp_path):
     suite = write_suite(tmp_path, BIG_SUITE.format(seeds=50_000), "big.toml")
     done = run_cli("run", "--dry-run", "--suite", str(suite), "--out", str(tmp_path / "r"), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "100000 pairings: 100000 to run, 0 to skip"
+    assert done.stdout.splitlines()[-1] == "100000 pairings: 100000 to run, 0 not applicable (recorded without training), 0 to skip"

@@ -105,7 +105,7 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
 
     def line(p: Pairing) -> str:
         record = existing.get(p.config_hash)
-        action = "run " if p.config_hash in will_run else "skip"
+        action = "skip" if p.config_hash not in will_run else "n/a " if p.not_applicable is not None else "run "
         state = "missing" if record is None else record["status"]
         return f"{action}  {state:7}  {p.config_hash}  {pairing_label(p.header, variants)}\n"
 
@@ -114,7 +114,9 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
         sys.stdout.write(chunk)
     for ladder in _ladder_lines(pairings):
         print(ladder)
-    print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
+    inapplicable = sum(p.not_applicable is not None for p in todo)  # recorded as not applicable, without training
+    print(f"{len(pairings)} pairings: {len(todo) - inapplicable} to run, {inapplicable} not applicable (recorded "
+          f"without training), {len(pairings) - len(todo)} to skip")
 
 
 def _ladder_lines(pairings: list[Pairing]) -> list[str]:

@@ -40,7 +40,7 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
                      "curves-random-walk.png", "heatmap.png", "heatmap.svg"]
     svg = (out / "plots" / "heatmap.svg").read_text()
     assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # nothing that changes from run to run
-    assert f"tokbench leaderboard --records {out.as_posix()}/records --format all --out {out.as_posix()}" in readme
+    assert f"tokbench leaderboard --records {out.as_posix()}/records --format all --out {out.as_posix()} --prune" in readme
     assert "## Failed runs" in readme and "NonFiniteLossError" in readme
     assert len(list((out / "records").glob("*.json"))) == len(_records())
 

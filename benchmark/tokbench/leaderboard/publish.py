@@ -84,7 +84,7 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
         else:
             options.append(f"--records {folder}")
     first = "# first install every plugin that provides a task or model the records name (see tokbench plugins)"
-    return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
+    return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()} --prune"]
 
 
 def _adaptive_flags(section: Section) -> str:

@@ -3,7 +3,7 @@
 The format is ``sha256sum``'s (``<hex digest>  <path relative to the folder>``), so
 ``sha256sum -c SHA256SUMS`` checks it too. Publishing writes it last. It says which files
 are tokbench's: ``--prune`` removes only files it lists, and a README.md it does not list
-is not overwritten. ``tokbench verify --integrity`` checks it in seconds, without training:
+is not overwritten. ``tokbench verify --integrity`` checks it without training:
 every listed file under the checked folder is there with its digest, and every run record
 there is listed (an edited, added or removed record is reported by name).
 """

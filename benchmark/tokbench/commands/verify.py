@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="seed of the sample's draw (default 0), so the same records are verified every time")
     parser.add_argument("--integrity", action="store_true",
                         help="train nothing: check every record and the published folder's manifest (SHA256SUMS, "
-                             "written by `tokbench leaderboard --format all`) in seconds: no file edited, added or "
-                             "removed since publishing")
+                             "written by `tokbench leaderboard --format all`): no file edited, added or removed "
+                             "since publishing")
     parser.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                         help="worker processes (default: the usable cores divided by each record's threads)")
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",

@@ -156,8 +156,8 @@ def test_an_empty_shard_exits_0_with_a_note(tmp_path, capsys):
 
 
 def test_task_and_model_patterns_on_the_command_line(tmp_path, capsys):
-    assert main(["run", "--dry-run", "--task", "random-walk", "--model", "attn-rope*", "--seeds", "1",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["run", "--suite", "survey", "--dry-run", "--task", "random-walk", "--model", "attn-rope*",
+                 "--seeds", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "random-walk × attn-rope seed 0" in out and "random-walk × attn-rope-zeroinit seed 0" in out
     assert "2 pairings" in out

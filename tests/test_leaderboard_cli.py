@@ -40,7 +40,7 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
                      "curves-random-walk.png", "heatmap.png", "heatmap.svg"]
     svg = (out / "plots" / "heatmap.svg").read_text()
     assert "<dc:date>" not in svg and "Matplotlib v" not in svg  # nothing that changes from run to run
-    assert f"tokbench leaderboard --records {out.as_posix()}/records --format all --out {out.as_posix()}" in readme
+    assert f"tokbench leaderboard --records {out.as_posix()}/records --format all --out {out.as_posix()} --prune" in readme
     assert "## Failed runs" in readme and "NonFiniteLossError" in readme
     assert len(list((out / "records").glob("*.json"))) == len(_records())
 
@@ -52,8 +52,10 @@ def test_publish_writes_a_self_contained_deterministic_folder(tmp_path):
 
 def test_publish_removes_stale_records_only_with_prune(tmp_path):
     source = write(tmp_path / "runs", _records()[:3])
+    earlier = write(tmp_path / "earlier", [*_records()[:3], record(seed=9, model="old")])
     out = tmp_path / "board"
-    stale = write(out / "records", [record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", str(earlier), "--format", "all", "--out", str(out)]) == 0
+    stale = out / "records"
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
     assert len(list(stale.glob("*.json"))) == 4
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out), "--prune"]) == 0

@@ -71,7 +71,7 @@ def test_published_default_section_trains_every_installed_model_on_every_task():
     from tokbench.suites import load_suite
 
     published = load_records(PUBLISHED / RECORDS_DIR / "default").records
-    planned = [p for p in expand(load_suite("default"), registry()) if p.seed < 3]
+    planned = [p for p in expand(load_suite("survey"), registry()) if p.seed < 3]  # the default suite until 0.x
     missing = [p.filename for p in planned
                if published.get(p.config_hash, {}).get("status") not in ("ok", "not_applicable")]
     assert not missing, f"{len(missing)} planned pairings lack a trained record, e.g. {missing[:3]}"

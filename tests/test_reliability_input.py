@@ -35,8 +35,10 @@ def test_publishing_one_section_keeps_the_other_sections_records(tmp_path):
     assert main(["leaderboard", *both]) == 0
     assert main(["leaderboard", "--records", f"paper={paper}", "--format", "all", "--out", str(out)]) == 0
     assert len(list((out / "records" / "default").glob("*.json"))) == 2
-    # Even --prune removes only what the published section's own folder holds beyond this publish.
-    stale = write(out / "records" / "paper", [record(seed=9, model="old")])
+    # Even --prune removes only what an earlier publish wrote in the published section's own folder.
+    earlier = write(tmp_path / "earlier", [*_section("attn-paper-a"), record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", f"paper={earlier}", "--format", "all", "--out", str(out)]) == 0
+    stale = out / "records" / "paper"
     assert main(["leaderboard", "--records", f"paper={paper}", "--format", "all", "--out", str(out), "--prune"]) == 0
     assert len(list((out / "records" / "default").glob("*.json"))) == 2
     assert len(list(stale.glob("*.json"))) == 2 and not list(stale.glob("*__old__*"))
@@ -44,8 +46,10 @@ def test_publishing_one_section_keeps_the_other_sections_records(tmp_path):
 
 def test_an_unnamed_publish_never_deletes_records_without_prune(tmp_path):
     source = write(tmp_path / "runs", _section("attn-paper-a"))
+    earlier = write(tmp_path / "earlier", [*_section("attn-paper-a"), record(seed=9, model="old")])
     out = tmp_path / "board"
-    kept = write(out / "records", [record(seed=9, model="old")])
+    assert main(["leaderboard", "--records", str(earlier), "--format", "all", "--out", str(out)]) == 0
+    kept = out / "records"
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out)]) == 0
     assert len(list(kept.glob("*__old__*"))) == 1
     assert main(["leaderboard", "--records", str(source), "--format", "all", "--out", str(out), "--prune"]) == 0
@@ -152,8 +156,8 @@ def test_an_empty_shard_exits_0_with_a_note(tmp_path, capsys):
 
 
 def test_task_and_model_patterns_on_the_command_line(tmp_path, capsys):
-    assert main(["run", "--dry-run", "--task", "random-walk", "--model", "attn-rope*", "--seeds", "1",
-                 "--out", str(tmp_path)]) == 0
+    assert main(["run", "--suite", "survey", "--dry-run", "--task", "random-walk", "--model", "attn-rope*",
+                 "--seeds", "1", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "random-walk × attn-rope seed 0" in out and "random-walk × attn-rope-zeroinit seed 0" in out
     assert "2 pairings" in out
@@ -212,4 +216,4 @@ def test_a_dry_run_of_a_hundred_thousand_pairings_is_quick(tmp_path):
     suite = write_suite(tmp_path, BIG_SUITE.format(seeds=50_000), "big.toml")
     done = run_cli("run", "--dry-run", "--suite", str(suite), "--out", str(tmp_path / "r"), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[-1] == "100000 pairings: 100000 to run, 0 to skip"
+    assert done.stdout.splitlines()[-1] == "100000 pairings: 100000 to run, 0 not applicable (recorded without training), 0 to skip"

@@ -85,7 +85,7 @@ def test_dry_run_lists_pairings_and_trains_nothing(tmp_path, tiny, capsys):
     code, out, _ = run(capsys, "--suite", str(tiny), "--out", str(out_dir), "--dry-run")
     assert code == 0
     lines = out.splitlines()
-    assert lines[-1] == "6 pairings: 5 to run, 1 to skip"
+    assert lines[-1] == "6 pairings: 5 to run, 0 not applicable (recorded without training), 1 to skip"
     assert sum(line.startswith("skip  ok") for line in lines) == 1
     assert sum(line.startswith("run   missing") for line in lines) == 5
     assert len(record_files(out_dir)) == 1

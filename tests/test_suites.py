@@ -90,16 +90,16 @@ def test_builtin_suites_are_packaged():
     assert {"default", "paper"} <= set(builtin_suites())
 
 
-def test_default_suite_is_every_task_by_every_model_with_three_seeds():
+def test_survey_suite_is_every_task_by_every_model_with_three_seeds():
     reg = registry()
-    pairings = expand(load_suite("default"), reg)
+    pairings = expand(load_suite("survey"), reg)
     seen = {(p.task_spec.name, p.model_spec.name) for p in pairings}
     assert seen == {(t, m) for t in reg.tasks for m in reg.models}
     seeds = {}
     for p in pairings:
         seeds.setdefault((p.task_spec.name, p.model_spec.name), set()).add(p.seed)
     assert all(len(s) >= 3 for s in seeds.values())
-    budget = load_suite("default").max_steps
+    budget = load_suite("survey").max_steps
     assert budget and all(p.recipe.steps <= budget for p in pairings)
     assert {p.recipe.steps for p in pairings if p.model_spec.name == "attn-paper-b"} == {budget}  # 4000 capped
 

@@ -295,6 +295,28 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
+WIDEST_SUITE = "survey"
+# What one machine can hold: more steps than this never finish (at a millisecond a step, 28 hours), and a split of
+# more tokens than this does not fit in memory as int64 tensors (16 GiB) next to its labels.
+MAX_STEPS = 10**8
+MAX_SPLIT_TOKENS = 2**31
+
+
+def _check_held(what: str, value: Any, limit: int, unit: str) -> None:
+    """A usage error, in one line, for a number that a machine cannot hold or finish."""
+    if isinstance(value, (int, float)) and value > limit:
+        raise UsageError(f"{what} is {value:,} {unit}, more than one machine can hold or finish ({limit:,}); "
+                         "use a smaller value")
+
+
+def scaled_warmup(default: Recipe, steps: int) -> int:
+    """The warm-up of ``default`` at ``steps`` steps: the schedule keeps its shape, so the warm-up keeps its share
+    of the steps (50 of 1000 -> 5 of 100), rounded, and never more than the steps."""
+    if default.steps == 0:
+        return min(default.warmup_steps, steps)
+    return min(steps, round(default.warmup_steps * steps / default.steps))
+
+
 def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line: Mapping[str, Any]) -> Recipe:
     """``model``'s recipe in ``block``: its default, capped by the suite's ``[budget]`` unless steps are given
     explicitly; the block's ``[grid.train]`` keys, then its table for the model; ``--set`` (``command_line``);
@@ -302,15 +324,21 @@ def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line
     every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
     tables = [((), every), *(((name,), table) for name, table in block.train.items()
                              if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name))]
-    explicit_steps = "steps" in command_line or any("steps" in given for _, given in tables)
+    def explicit(key: str) -> bool:
+        return key in command_line or any(key in given for _, given in tables)
+
     recipe = model.recipe
-    if suite.max_steps is not None and recipe.steps > suite.max_steps and not explicit_steps:
-        # the schedule keeps its shape: the warm-up shrinks with the steps (50 of 1000 -> 5 of 100)
-        warmup = round(recipe.warmup_steps * suite.max_steps / recipe.steps)
-        recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": warmup})
+    if suite.max_steps is not None and recipe.steps > suite.max_steps and not explicit("steps"):
+        recipe = recipe.override({"steps": suite.max_steps, "warmup_steps": scaled_warmup(model.recipe,
+                                                                                          suite.max_steps)})
     for path, given in tables:
         recipe = _located_table(suite, block, path, recipe, given)
     recipe = recipe.override(command_line)
+    if explicit("steps") and not explicit("warmup_steps"):
+        recipe = recipe.override({"warmup_steps": scaled_warmup(model.recipe, recipe.steps)})
+    if recipe.warmup_steps > recipe.steps:
+        raise UsageError(f"{model.name}: warmup_steps={recipe.warmup_steps} exceeds steps={recipe.steps}: the "
+                         "learning rate would never reach its peak (set train.warmup_steps to at most the steps)")
     if block.sweep and model.trained:
         recipe = _located(suite.where("grid", block.index, "sweep"),
                           lambda: _swept(recipe, block.sweep, command_line))
@@ -430,12 +458,18 @@ def expand(
                 set_task, set_model, set_train = _route(settings, task, model)
                 model_params = model.resolve(model_given[model.name] | set_model)
                 recipe = _block_recipe(suite, block, model, set_train)
+                _check_held(f"{model.name}: train.steps", recipe.steps, MAX_STEPS, "optimiser steps")
+                _check_held(f"{model.name}: train.batch_size", recipe.batch_size, MAX_SPLIT_TOKENS, "sequences")
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):
                     if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
                         raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "
                                          "it with --task, --model or --seeds, or split it into several suites")
                     task_params = task.resolve(task_given[task.name] | rung_params | set_task)
                     _check_task(task, task_params, checked)
+                    for key in (k for k in task_params if k.endswith("_size")):
+                        length = max(1, int(task_params.get("context_length") or 1))
+                        _check_held(f"{task.name}: {key}={task_params[key]} at context_length {length}",
+                                    task_params[key] * length, MAX_SPLIT_TOKENS, "tokens in one split")
                     if rung is not None:  # the values the pairing trains with (--set may override a rung's)
                         rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
                     evaluations = _evaluations(task, task_params, table, where, checked)
@@ -446,7 +480,8 @@ def expand(
     grid = list(pairings.values())
     if not grid:
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
-        raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}")
+        wider = f" (--suite {WIDEST_SUITE} has every task x every model)" if narrowed else ""
+        raise UsageError(f"no pairing of {suite.origin} matches {narrowed or 'the registered plugins'}{wider}")
     _check_settings_used(settings, grid)
     if evaluate:
         _check_axes(evaluate, {p.task_spec.name: p.task_spec for p in grid}.values(), lambda axis: f"--evaluate {axis}")

@@ -109,9 +109,22 @@ def _context() -> multiprocessing.context.BaseContext:
 
 
 def start_server() -> None:
-    """Start the fork server now, so that its import of torch overlaps the parent's planning."""
-    if _context().get_start_method() == "forkserver":
+    """Start the fork server now (so that its import of torch overlaps the parent's planning), or check it runs.
+
+    The server is started by ``python -c``, which puts the folder it starts in first on
+    ``sys.path``: started where the user stands, a ``tokbench/`` folder there (the clone's
+    parent folder, say) would shadow the package in the server and in every worker forked
+    from it. So it starts in the folder that holds the installed package, where ``tokbench``
+    is the package itself. Workers then take the parent's ``sys.path`` and working folder.
+    """
+    if _context().get_start_method() != "forkserver":
+        return
+    here = os.getcwd()
+    os.chdir(Path(__file__).resolve().parent.parent)
+    try:
         multiprocessing.forkserver.ensure_running()
+    finally:
+        os.chdir(here)
 
 
 def signature(path: Path) -> tuple[int, int, int] | None:
@@ -197,6 +210,7 @@ class LocalExecutor:
             if worker.process.is_alive():
                 return worker
             self._retire(worker)  # killed between two pairings
+        start_server()  # (re)started from the package's folder, never the user's (a no-op while it runs)
         worker = _Worker(self.context, self.out_dir, self.commit, self.threads)
         self.workers.append(worker)
         return worker

@@ -22,8 +22,12 @@ def sequence_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
 
     ``logits`` (n, V) with ``labels`` (n,), or (n, T, V) with ``labels`` (n, T) where
     :data:`tokbench.task.IGNORE` marks positions that are not scored. The accuracy of a
-    split is the mean of this over its sequences.
+    split is the mean of this over its sequences. A NaN logit has no argmax (``argmax`` would pick
+    an arbitrary token and score it), so it raises ``ValueError``: the pairing fails instead of
+    reporting a made-up accuracy. Infinite logits are kept: ``-inf`` is a log-probability of 0.
     """
+    if torch.isnan(logits).any():
+        raise ValueError(f"the model output NaN for {int(torch.isnan(logits).any(-1).sum())} position(s)")
     return prediction_accuracy(logits.argmax(-1), labels)
 
 

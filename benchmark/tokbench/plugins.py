@@ -4,7 +4,7 @@ Every task and model, built-in or third-party, arrives through an entry point
 in the ``tokbench`` group; there is no private path for the built-ins.
 
 Faults are isolated per plugin: a plugin that fails to import, raises in a hook
-or calls ``sys.exit`` there, or does not finish importing or registering within
+or calls ``sys.exit`` or ``os._exit`` there, or does not finish importing or registering within
 the time limit, is recorded with its error and everything else keeps working
 (a plugin that hangs is left behind in a daemon thread). Contract
 violations that would make results ambiguous (a hook that does not exist) stop
@@ -198,6 +198,11 @@ def _timeout(env: Mapping[str, str]) -> float:
     return seconds
 
 
+def _refused_exit(status: int) -> None:
+    """What ``os._exit`` does while a plugin loads: raise, so that the plugin is reported as failed."""
+    raise RuntimeError(f"called os._exit({status})")
+
+
 def _bounded(call: Callable[[], Any], seconds: float) -> Any:
     """``call()`` in a daemon thread: its result, or what it raised (``SystemExit`` too), or ``TimeoutError``
     after ``seconds``, leaving the thread behind (a daemon thread never keeps the process alive)."""
@@ -210,8 +215,13 @@ def _bounded(call: Callable[[], Any], seconds: float) -> Any:
             outcome["error"] = exc
 
     thread = threading.Thread(target=target, name="tokbench-plugin", daemon=True)
-    thread.start()
-    thread.join(seconds)
+    real_exit = os._exit
+    os._exit = _refused_exit  # type: ignore[assignment]  # a plugin's os._exit would end tokbench with no word
+    try:
+        thread.start()
+        thread.join(seconds)
+    finally:
+        os._exit = real_exit
     if thread.is_alive():
         raise TimeoutError(f"did not finish within {seconds:g} s (see {TIMEOUT_ENV})")
     if "error" in outcome:

@@ -156,17 +156,22 @@ def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
     """Write ``record`` atomically into ``directory`` under its canonical file name.
 
     A record there of a newer schema version is never replaced (:class:`RecordError`), even
-    when it appeared after the run planned.
+    when it appeared after the run planned. A failed record never replaces a finished one
+    (ok or not applicable): ``--rerun all`` that fails keeps the earlier result, and the
+    caller reports the failure from the record it holds.
     """
     validate(record)
     path = directory / record_filename(record["task"], record["model"], record["config_hash"])
     try:
-        load_record(path)
+        existing = load_record(path)
     except RecordError as exc:
         if exc.newer_hash is not None:
             raise RecordError(path, f"{exc.reason}; not overwritten") from None
     except StorageError:
         pass  # nothing there yet (or unreadable): the write itself reports what matters
+    else:
+        if record["status"] == "failed" and existing["status"] != "failed":
+            return path
     return atomic_write(path, json.dumps(record, indent=1, allow_nan=False) + "\n")
 
 
@@ -224,6 +229,26 @@ def validate(record: Any) -> None:
     if record["config_hash"] != expected:
         raise ValueError(f"config_hash {record['config_hash']} does not match the record's identity ({expected}): "
                          "edited or corrupt")
+    check_derived(record["metrics"])
+
+
+DERIVED_RELATIVE_TOLERANCE = 1e-9  # a quotient recomputed from the stored operands differs in the last bits at most
+DERIVED_METRICS = {"normalized_accuracy": ("accuracy", "bayes_accuracy")}  # name -> (numerator, denominator)
+
+
+def check_derived(metrics: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless every derived metric equals its recomputation from the primary ones.
+
+    A derived metric is a quotient of two stored ones (:data:`DERIVED_METRICS`); where an
+    operand is missing or null, or the denominator is 0, there is nothing to recompute.
+    """
+    for name, (numerator, denominator) in DERIVED_METRICS.items():
+        value, top, bottom = metrics.get(name), metrics.get(numerator), metrics.get(denominator)
+        if value is None or top is None or not bottom:
+            continue
+        if not math.isclose(value, top / bottom, rel_tol=DERIVED_RELATIVE_TOLERANCE):
+            raise ValueError(f"metrics.{name} {value!r} is not {numerator} / {denominator} = {top / bottom!r}: "
+                             "edited or corrupt")
 
 
 class NewerRecordError(ValueError):
@@ -282,9 +307,11 @@ class LoadedRecords:
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     problems: list[RecordError] = field(default_factory=list)
     newer: dict[str, RecordError] = field(default_factory=dict)
+    paths: dict[str, Path] = field(default_factory=dict)  # config hash -> the file of the record kept
+    duplicates: list[RecordError] = field(default_factory=list)  # a second file of one pairing, naming both
 
 
-def _record_files(root: Path) -> Iterator[Path]:
+def record_files(root: Path) -> Iterator[Path]:
     """Every ``*.json`` under ``root``, skipping hidden files and folders (temporary files of writes)."""
     for path in sorted(root.rglob("*.json")):
         if not any(part.startswith(".") for part in path.relative_to(root).parts):
@@ -296,12 +323,13 @@ def load_records(root: Path, strict: bool = False) -> LoadedRecords:
 
     An invalid file is collected in ``problems``, or raised with ``strict``; a record of a
     newer schema version goes to ``newer``. When two files hold the same pairing, the one
-    :func:`preference` ranks higher is kept.
+    :func:`preference` ranks higher is kept and ``duplicates`` names both files (raised with
+    ``strict``): ``tokbench run`` resumes with the kept one, a leaderboard or a verification stops.
     """
     loaded = LoadedRecords()
     if not root.exists():
         return loaded
-    for path in _record_files(root):
+    for path in record_files(root):
         try:
             record = load_record(path)
         except RecordError as exc:
@@ -314,6 +342,12 @@ def load_records(root: Path, strict: bool = False) -> LoadedRecords:
             continue
         key = record["config_hash"]
         other = loaded.records.get(key)
+        if other is not None:
+            duplicate = RecordError(path, f"the same pairing (config hash {key}) as {loaded.paths[key]}; keep one "
+                                          "of the two files")
+            if strict:
+                raise duplicate
+            loaded.duplicates.append(duplicate)
         if other is None or preference(record) > preference(other):
-            loaded.records[key] = record
+            loaded.records[key], loaded.paths[key] = record, path
     return loaded

@@ -296,6 +296,8 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{origin}: invalid TOML: {exc}") from None
+    except RecursionError:  # thousands of nested brackets: the parser recurses once per level
+        raise SuiteError(f"{origin}: invalid TOML: nested too deeply") from None
     check = _Checker(origin, key_lines(text))
     check.keys(data, _TOP_KEYS, (), "the suite")
     description = data.get("description", "")

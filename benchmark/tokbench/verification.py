@@ -13,10 +13,17 @@ lost), and the torch thread count it trained with (``provenance.threads``,
   positions on the deterministic walk) can end with completely different
   diagnostics while their accuracy stays 1.0. So only the accuracies (the
   stable quantities) must agree, within ``ACCURACY_TOLERANCE``; the other
-  metrics are reported, not judged.
+  metrics are reported, not judged, and the keys that differ are named.
+
+Derived metrics (``normalized_accuracy``) are never compared: loading a record
+recomputes them from the primary ones (:func:`tokbench.results.check_derived`).
+Retraining runs through the same isolated workers as ``tokbench run``
+(:mod:`tokbench.isolation`), so a model that exits, crashes or hangs fails its
+record and the verification goes on.
 """
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +51,15 @@ def sample(records: Sequence[Record], size: int | None, seed: int) -> list[Recor
 def threads(record: Mapping[str, Any]) -> int:
     """The torch intra-op thread count the record trained with (1, the runner's default, when not recorded)."""
     return int(record["provenance"].get("threads") or 1)
+
+
+def check_threads(record: Mapping[str, Any]) -> None:
+    """Raise :class:`UsageError` when the record's thread count is more than this machine has cores
+    (torch would try to start them all)."""
+    cores = os.cpu_count() or 1
+    if threads(record) > cores:
+        raise UsageError(f"provenance.threads {threads(record)} is more than this machine's {cores} cores: "
+                         "retrain it on a machine that has them")
 
 
 def same_environment(record: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
@@ -97,19 +113,31 @@ def compare(record: Record, rerun: Record, exact: bool) -> Verdict:
     return verdict
 
 
-def rerun(record: Record, registry: Any) -> tuple[Record, str | None]:
-    """Train ``record``'s pairing again from its stored configuration, with its recorded torch thread count.
+def environment_differences(record: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """``key recorded -> here`` for each environment key in which ``record`` differs from ``current``."""
+    recorded, here = record["provenance"], {**current, "threads": threads(record)}
+    return [f"{key} {recorded.get(key, '(not recorded)')!r} -> {here.get(key)!r}" for key in ENVIRONMENT_KEYS
+            if recorded.get(key) != here.get(key)]
 
-    Returns the new record and a note: a parameter that this tokbench declares and the
-    record lacks (added since, under the same task and model versions) runs at its
-    default, and the note names it; a stored value that resolves differently here is an
-    error (the configuration cannot be rebuilt).
+
+def rebuild(record: Record, registry: Any) -> tuple[Any, str | None]:
+    """The pairing that trains ``record`` again from its stored configuration, and a note.
+
+    A parameter that this tokbench declares and the record lacks (added since, under the
+    same task and model versions) runs at its default, and the note names it; a stored
+    value that resolves differently here, a task or model that is not installed or has
+    another version, is a :class:`UsageError` (the configuration cannot be rebuilt).
     """
     from tokbench.grid import Pairing, Variant
     from tokbench.isolation import execute, set_threads, trainer_provenance
     from tokbench.results import clean, git_commit
     from tokbench.specs import migrate_recipe
 
+    check_threads(record)
+    for kind, names in (("task", registry.tasks), ("model", registry.models)):
+        if record[kind] not in names:
+            raise UsageError(f"{kind} {record[kind]!r} is not installed here: install the plugin that provides it "
+                             "(`tokbench plugins` lists what is installed)")
     task, model = registry.task(record["task"]), registry.model(record["model"])
     for kind, spec, version in (("task", task, record["task_version"]), ("model", model, record["model_version"])):
         if spec.version != version:
@@ -129,5 +157,4 @@ def rerun(record: Record, registry: Any) -> tuple[Record, str | None]:
         added = [f"{space}.{key}={value}" for space in ("task", "model", "train") for key, value in rebuilt[space].items()
                  if key not in stored.get(space, {})]
         note = "parameters added since, at their defaults: " + ", ".join(added)
-    set_threads(threads(record))
-    return execute(pairing, trainer_provenance(git_commit(), threads(record))), note
+    return pairing, note

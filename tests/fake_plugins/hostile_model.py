@@ -1,11 +1,15 @@
 """A model plugin that misbehaves on demand while it trains: ``--set model.act=...`` picks how.
 
 ``act``: none (trains normally), raise, sys_exit, os_exit, segfault, hang, not_applicable
-(raised from the constructor). ``hostile-missing`` names an implementation module that
+(raised from the constructor), os_exit0 (``os._exit(0)`` while training), hang_term (hangs
+ignoring SIGTERM), nan_eval (trains normally, outputs NaN at evaluation). The environment
+variable ``HOSTILE_ACT``, where set, replaces ``act`` while training: a record made with
+``act = "none"`` then fails when it is trained again (``--rerun all``, ``tokbench verify``). ``hostile-missing`` names an implementation module that
 is not installed.
 """
 import ctypes
 import os
+import signal
 import sys
 import time
 
@@ -17,7 +21,8 @@ from tokbench.model import ModelOutput, TokenModel
 
 TOKBENCH_CONTRACT = 2
 
-ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable")
+ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable", "os_exit0", "hang_term",
+        "nan_eval")
 
 
 class HostileModel(TokenModel):
@@ -29,7 +34,7 @@ class HostileModel(TokenModel):
 
     def forward(self, tokens, need_attention=False):
         if self.training:
-            act = self.params["act"]
+            act = os.environ.get("HOSTILE_ACT", self.params["act"])
             if act == "raise":
                 raise RuntimeError("raised on purpose while training")
             if act == "sys_exit":
@@ -40,6 +45,13 @@ class HostileModel(TokenModel):
                 ctypes.string_at(0)
             if act == "hang":
                 time.sleep(3600)
+            if act == "os_exit0":
+                os._exit(0)
+            if act == "hang_term":
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                time.sleep(3600)
+        elif self.params["act"] == "nan_eval":
+            return ModelOutput(torch.full((len(tokens), self.vocab_size), float("nan")))
         return ModelOutput(self.table[tokens[:, -1]])
 
 

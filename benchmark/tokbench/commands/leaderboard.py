@@ -25,9 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "and a copy of the records, written into --out (the published folder)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="write the file(s) into DIR instead of printing")
     parser.add_argument("--prune", action="store_true",
-                        help="with --format all: also remove plots, and records in the published sections' own "
-                             "folders, that this publish did not write (other sections' records are kept); "
-                             "without it, publishing only adds or replaces files")
+                        help="with --format all: also remove the plots, and the records in the published sections' "
+                             "own folders, that an earlier publish wrote (the folder's SHA256SUMS lists them) and "
+                             "this one did not; files tokbench did not write and other sections' records are kept. "
+                             "Without it, publishing only adds or replaces files")
     parser.set_defaults(handler=_leaderboard)
 
 
@@ -43,6 +44,11 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise UsageError(f"--out {args.out} is a file; --out names a folder to write into")
     sections = records.load_sections(args.records or [str(DEFAULT_RECORDS)])
+    if args.out is not None:
+        for source in (source for section in sections for source in section.sources):
+            if args.out.resolve().is_relative_to(source.resolve()):
+                raise UsageError(f"--out {args.out} is inside the records folder {source}: the files written there "
+                                 "would be read as records; choose a folder outside it")
     if args.format == "terminal":
         publish.show(sections)
     elif args.format == "all":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import json
 
 from rich.markup import escape
@@ -31,9 +32,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.set_defaults(handler=_show)
 
 
+# A period that ends one of these does not end a sentence ("Edelman et al. 2024", "i.i.d. uniform").
+_ABBREVIATIONS = ("...", "al.", "e.g.", "i.e.", "i.i.d.", "cf.", "vs.", "resp.", "Fig.", "Eq.", "Sec.", "approx.")
+_SENTENCE_END = re.compile(r"\.\s+")
+
+
 def _first_sentence(text: str) -> str:
-    head, dot, _ = text.partition(". ")
-    return head + ("." if dot else "")
+    """The text up to the first period that ends a sentence: outside brackets, not an abbreviation's."""
+    for match in _SENTENCE_END.finditer(text):
+        head = text[:match.start() + 1]
+        if head.endswith(_ABBREVIATIONS) or head.count("(") > head.count(")") or head.count("[") > head.count("]"):
+            continue
+        return head
+    return text
 
 
 def _ls(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench import adaptive
-from tokbench.commands import loaded_registry, output_console, positive_int
+from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing, expand, parse_evaluations, parse_settings, parse_shard, shard
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -30,9 +30,11 @@ from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_execut
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
+DEFAULT_SUITE = "default"
 
 
-def _seconds(text: str) -> float:
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
     try:
         value = float(text)
     except ValueError:
@@ -48,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train and evaluate every pairing of a suite and write one run record per pairing and seed. "
         "A rerun skips finished records, so it resumes after a crash and runs only what new plugins add.",
         epilog="Records merge by copying folders together, e.g. the --out folders of --shard jobs.")
-    run.add_argument("--suite", default="default", metavar="NAME|FILE",
+    run.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME|FILE",
                      help=f"a built-in suite ({', '.join(builtin_suites())}) or a suite TOML file (default: default)")
     run.add_argument("--task", dest="tasks", action="extend", nargs="+", default=[], metavar="NAME",
                      help="only these tasks of the suite")
@@ -77,10 +79,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                      help=f"local worker processes (default and cap: the usable cores, here {usable_cores()}, "
                      "divided by --threads); every pairing runs in a worker process, also at --jobs 1")
-    run.add_argument("--threads", type=positive_int, default=DEFAULT_THREADS, metavar="N",
+    run.add_argument("--threads", type=thread_count, default=DEFAULT_THREADS, metavar="N",
                      help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
                      "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
-    run.add_argument("--timeout", type=_seconds, metavar="SECONDS",
+    run.add_argument("--timeout", type=seconds, metavar="SECONDS",
                      help="stop a pairing that runs longer and record it as failed (default: no limit)")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
                      help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
@@ -108,7 +110,7 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
 
     def line(p: Pairing) -> str:
         record = existing.get(p.config_hash)
-        action = "run " if p.config_hash in will_run else "skip"
+        action = "skip" if p.config_hash not in will_run else "n/a " if p.not_applicable is not None else "run "
         state = "missing" if record is None else record["status"]
         return f"{action}  {state:7}  {p.config_hash}  {pairing_label(p.header, variants)}\n"
 
@@ -117,7 +119,9 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
         sys.stdout.write(chunk)
     for line in [*_ladder_lines(pairings), *_evaluation_lines(pairings)]:
         print(line)
-    print(f"{len(pairings)} pairings: {len(todo)} to run, {len(pairings) - len(todo)} to skip")
+    inapplicable = sum(p.not_applicable is not None for p in todo)  # recorded as not applicable, without training
+    print(f"{len(pairings)} pairings: {len(todo) - inapplicable} to run, {inapplicable} not applicable (recorded "
+          f"without training), {len(pairings) - len(todo)} to skip")
 
 
 def _ladder_lines(pairings: list[Pairing]) -> list[str]:
@@ -186,6 +190,10 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
            headline: str, console: Console) -> dict[str, Any]:
     """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
     _check_writable(args.out)
+    if args.executor == "local":
+        # Only now, with every argument and file checked: the server inherits stdout and stderr, and a
+        # reader of a pipe would wait for it to notice that the parent left (20-55 s under load).
+        start_server()
     locks = PairingLocks(args.out, existing)
     print(f"tokbench: {headline} into {args.out}/", file=sys.stderr)
     executor = make_executor(args.executor, args.out, git_commit(), _jobs(args), len(todo), args.threads,
@@ -197,8 +205,6 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
 def _run(args: argparse.Namespace) -> int:
     console = output_console()
     err = Console(stderr=True)
-    if args.executor == "local" and not args.dry_run:
-        start_server()
     registry = loaded_registry()
     suite = load_suite(args.suite)
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),
@@ -216,6 +222,8 @@ def _run(args: argparse.Namespace) -> int:
     loaded = load_records(args.out, strict=args.strict)
     for problem in loaded.problems:
         print(f"tokbench: warning: skipped {problem}", file=sys.stderr)
+    for duplicate in loaded.duplicates:
+        print(f"tokbench: warning: {duplicate} (this run uses the finished or later one)", file=sys.stderr)
     newer = [p for p in grid if p.config_hash in loaded.newer]
     if newer:  # never overwrite what a newer tokbench wrote, whatever --rerun says
         print(f"tokbench: warning: {len(newer)} pairing(s) have records written by a newer tokbench (e.g. "
@@ -249,13 +257,19 @@ def _run(args: argparse.Namespace) -> int:
     board = shlex.quote(f"{args.out.as_posix().rstrip('/')}-leaderboard")
     print(f"tokbench: records in {args.out}/; tables, HTML and plots: tokbench leaderboard --records "
           f"{shlex.quote(args.out.as_posix())} --format all --out {board}", file=sys.stderr)
+    if args.suite == DEFAULT_SUITE:
+        print(f"tokbench: that was the default suite, a first look ({suite.description.partition(': ')[0]}); "
+              "the full comparisons: tokbench run --suite tokbench (the benchmark's protocol), --suite survey "
+              "(every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         variants = variant_labels(records)
         err.print(f"[red]{len(failed)} of {len(records)} pairings failed[/] (rerun them with --rerun failed):",
                   soft_wrap=True)
         for record in failed:
-            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}", highlight=False,
-                      soft_wrap=True)
+            earlier = loaded.records.get(record["config_hash"])
+            kept = " (the earlier finished record is kept)" if earlier and earlier["status"] != "failed" else ""
+            err.print(f"  {escape(pairing_label(record, variants))}: {escape(outcome(record))}{kept}",
+                      highlight=False, soft_wrap=True)
         return 1
     return 0

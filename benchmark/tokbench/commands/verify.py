@@ -1,76 +1,187 @@
-"""``tokbench verify``: retrain a sample of run records from their stored configuration and compare every metric.
+"""``tokbench verify``: retrain a sample of run records from their stored configuration and compare every metric,
+or (``--integrity``) check the records and their published manifest without training.
 
-Exit codes: 0 when every sampled record reproduces, 1 when any differs beyond
-what its environment allows (or cannot be retrained), 2 for usage errors.
+Retraining runs through the same isolated worker processes, ``--timeout`` and exit
+status rules as ``tokbench run`` (:func:`tokbench.runner.run_grid`): a model that exits,
+crashes or hangs fails its record and the others go on. The command exits 0 only after a
+summary line that counts every record checked.
+
+Exit codes: 0 when every checked record reproduces (or, with ``--integrity``, matches
+its manifest), 1 when any differs, cannot be retrained or fails, 2 for usage errors (an
+invalid, edited or duplicated record file included), 130 when interrupted.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from tokbench.commands import positive_int
 from tokbench.errors import UsageError
 from tokbench.verification import ACCURACY_TOLERANCE, ENVIRONMENT_KEYS, Verdict, is_accuracy
 
+EXIT_INTERRUPTED = 130
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from tokbench.commands.run import seconds
+
     parser = subparsers.add_parser(
         "verify", help="retrain a sample of run records and check that their metrics reproduce",
         description="Retrain run records from their stored configuration (parameters, recipe, seed, torch thread "
-                    "count) and compare every metric. In the recorded environment "
-                    f"({', '.join(ENVIRONMENT_KEYS)}) every metric must be bit-identical; in another one, the "
-                    f"accuracies must agree within {ACCURACY_TOLERANCE:g} and the other metrics are reported only "
-                    "(diagnostics of runs driven by rounding noise differ across machines).",
-        epilog="Exit codes: 0 all reproduce, 1 a mismatch or a rerun that failed, 2 usage error.")
+                    "count) in isolated worker processes, as `tokbench run` does, and compare every metric. In the "
+                    f"recorded environment ({', '.join(ENVIRONMENT_KEYS)}) every metric must be bit-identical; in "
+                    f"another one, the accuracies must agree within {ACCURACY_TOLERANCE:g}, the other metrics are "
+                    "reported only (diagnostics of runs driven by rounding noise differ across machines), and the "
+                    "line names the environment keys that differ. Every record read is validated first: derived "
+                    "metrics (normalized_accuracy) must equal their recomputation, and one pairing in two files "
+                    "is an error naming both.",
+        epilog="Exit codes: 0 every checked record reproduces (after a summary line counting them), 1 a mismatch, "
+               "a rerun that failed or timed out, or a manifest mismatch, 2 usage error or an invalid record file, "
+               "130 interrupted.")
     parser.add_argument("records", type=Path, metavar="RECORDS", help="folder of run records, searched recursively")
     parser.add_argument("--sample", type=positive_int, metavar="N",
                         help="verify N records drawn at random (default: every ok record)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the sample's draw (default 0), so the same records are verified every time")
+    parser.add_argument("--integrity", action="store_true",
+                        help="train nothing: check every record and the published folder's manifest (SHA256SUMS, "
+                             "written by `tokbench leaderboard --format all`): no file edited, added or removed "
+                             "since publishing")
+    parser.add_argument("--jobs", "-j", type=positive_int, metavar="N",
+                        help="worker processes (default: the usable cores divided by each record's threads)")
+    parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
+                        help="stop a retraining that runs longer and count its record as failed (default: no limit)")
     parser.set_defaults(handler=_verify)
 
 
 def _verify(args: argparse.Namespace) -> int:
     from tokbench import verification
-    from tokbench.commands import loaded_registry
-    from tokbench.results import load_records, provenance
+    from tokbench.results import load_records
 
     if not args.records.is_dir():
-        raise UsageError(f"RECORDS {args.records}: no such folder")
+        raise UsageError(f"RECORDS {args.records}: " + ("not a folder; RECORDS names a folder of run records"
+                                                        if args.records.exists() else "no such folder"))
     loaded = load_records(args.records)
-    if loaded.problems:
-        raise UsageError(f"{loaded.problems[0]}; fix or remove the file")
+    problems = [*loaded.problems, *loaded.newer.values(), *loaded.duplicates]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UsageError(f"{problems[0]}{more}; fix or remove the file")
+    if args.integrity:
+        return _integrity(args.records, len(loaded.records))
     chosen = verification.sample(list(loaded.records.values()), args.sample, args.seed)
     if not chosen:
         raise UsageError(f"no ok run records in {args.records}")
+    return _retrain(args, chosen, len(loaded.records))
+
+
+def _integrity(folder: Path, count: int) -> int:
+    from tokbench import manifest
+
+    root, listed, problems = manifest.check(folder)
+    if root is None:
+        print(f"tokbench: error: {count} records valid, but no {manifest.MANIFEST} at or above {folder}: "
+              "publish with `tokbench leaderboard --format all` to make one", file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(f"FAIL  {problem}")
+    print(f"{count} records valid; {listed} files listed in {root / manifest.MANIFEST} checked: "
+          f"{len(problems)} problems", file=sys.stderr if problems else sys.stdout)
+    return 1 if problems else 0
+
+
+def _retrain(args: argparse.Namespace, chosen: list[dict[str, Any]], total: int) -> int:
+    from tokbench import verification
+    from tokbench.commands import loaded_registry
+    from tokbench.results import provenance
+
     registry = loaded_registry()
     here = provenance(None)
-    print(f"verifying {len(chosen)} of {len(loaded.records)} records in {args.records} "
+    print(f"verifying {len(chosen)} of {total} records in {args.records} "
           f"(here: {', '.join(f'{k} {here[k]}' for k in ENVIRONMENT_KEYS if k in here)})", flush=True)
-    bad = 0
+    verdicts: list[Verdict] = []
+    pending: dict[int, list[tuple[Any, dict[str, Any], str | None]]] = {}  # threads -> (pairing, record, note)
     for record in chosen:
         exact = verification.same_environment(record, here)
         try:
-            again, note = verification.rerun(record, registry)
-            verdict = verification.compare(record, again, exact)
-            verdict.note = note
+            pairing, note = verification.rebuild(record, registry)
         except UsageError as exc:
-            verdict = Verdict(record, exact, error=str(exc))
-        bad += not verdict.ok
-        print(_line(verdict), flush=True)
-    rule = "bit-identical or within tolerance"
-    print(f"{len(chosen) - bad} of {len(chosen)} records reproduce ({rule}); {bad} do not",
-          file=sys.stderr if bad else sys.stdout)
+            verdicts.append(_report(Verdict(record, exact, error=str(exc)), here))
+            continue
+        pending.setdefault(verification.threads(record), []).append((pairing, record, note))
+    def judge(record: dict[str, Any], rerun: dict[str, Any], note: str | None) -> None:
+        verdict = verification.compare(record, rerun, verification.same_environment(record, here))
+        verdict.note = note
+        verdicts.append(_report(verdict, here))
+
+    try:
+        for threads, group in sorted(pending.items()):
+            _rerun_all(args, group, threads, judge)
+    except KeyboardInterrupt:
+        _summary(verdicts, len(chosen))
+        print("tokbench: interrupted; the records above were checked", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    bad = _summary(verdicts, len(chosen))
     return 1 if bad else 0
 
 
-def _line(verdict: Verdict) -> str:
+def _rerun_all(args: argparse.Namespace, group: list[tuple[Any, dict[str, Any], str | None]], threads: int,
+               judge: Callable[[dict[str, Any], dict[str, Any], str | None], None]) -> None:
+    """Retrain ``group`` (pairings of one thread count) in isolated workers, calling ``judge(record, rerun, note)``
+    as each finishes. The reruns' records go to a temporary folder: the verified folder is never written."""
+    from tokbench.locks import PairingLocks
+    from tokbench.results import git_commit
+    from tokbench.runner import make_executor, run_grid, usable_cores
+
+    jobs = args.jobs or max(1, usable_cores() // threads)
+    waiting = {pairing.config_hash: (record, note) for pairing, record, note in group}
+    with tempfile.TemporaryDirectory(prefix="tokbench-verify-") as scratch:
+        out = Path(scratch)
+        executor = make_executor("local", out, git_commit(), jobs, len(group), threads, args.timeout)
+        run_grid([pairing for pairing, _, _ in group], executor, _Judged(waiting, judge), PairingLocks(out, {}))
+
+
+class _Judged:
+    """The progress of :func:`tokbench.runner.run_grid`: each rerun is judged against its record as it finishes."""
+
+    def __init__(self, waiting: Mapping[str, tuple[dict[str, Any], str | None]],
+                 judge: Callable[[dict[str, Any], dict[str, Any], str | None], None]) -> None:
+        self.waiting, self.judge = waiting, judge
+
+    def started(self, pairing: Any) -> None:
+        pass
+
+    def finished(self, pairing: Any, rerun: Mapping[str, Any]) -> None:
+        record, note = self.waiting[pairing.config_hash]
+        self.judge(record, dict(rerun), note)
+
+    taken = finished  # a record of this pairing that appeared meanwhile (never in a fresh scratch folder)
+
+
+def _report(verdict: Verdict, here: Mapping[str, Any]) -> Verdict:
+    from tokbench.verification import environment_differences
+
+    print(_line(verdict, environment_differences(verdict.record, here)), flush=True)
+    return verdict
+
+
+def _summary(verdicts: list[Verdict], chosen: int) -> int:
+    bad = sum(not v.ok for v in verdicts)
+    unchecked = f"; {chosen - len(verdicts)} not checked" if len(verdicts) < chosen else ""
+    print(f"{len(verdicts) - bad} of {len(verdicts)} records checked reproduce (bit-identical or within "
+          f"tolerance); {bad} do not{unchecked}", file=sys.stderr if bad or unchecked else sys.stdout, flush=True)
+    return bad + chosen - len(verdicts)
+
+
+def _line(verdict: Verdict, differences: list[str]) -> str:
     rec = verdict.record
     name = f"{rec['task']} x {rec['model']} seed {rec['seed']} ({rec['config_hash']})"
-    mode = "same environment" if verdict.exact else "another environment"
     if verdict.error:
         return f"FAIL  {name}: {verdict.error}"
+    mode = "same environment" if verdict.exact else f"another environment ({'; '.join(differences)})"
     changed = "; ".join(f"{m} {a} -> {b}" + ("" if m in verdict.mismatches else
                                                " (within tolerance)" if is_accuracy(m) else " (not compared)")
                         for m, (a, b) in verdict.differences.items())

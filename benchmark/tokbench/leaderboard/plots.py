@@ -462,11 +462,3 @@ def write_plots(plots: list[Plot], out: Path) -> None:
     """Draw ``plots`` into ``out/plots``, replacing files of the same name and leaving the others."""
     for plot in plots:
         _save(plot.draw(), out / PLOTS_DIR, Path(plot.image.path).stem, plot.svg)
-
-
-def remove_stale_plots(plots: list[Plot], out: Path) -> None:
-    """Remove the image files in ``out/plots`` that are none of ``plots``' files."""
-    keep = {f for plot in plots for f in plot.files}
-    for old in [*(out / PLOTS_DIR).glob("*.png"), *(out / PLOTS_DIR).glob("*.svg")]:
-        if old.name not in keep:
-            old.unlink()

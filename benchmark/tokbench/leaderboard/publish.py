@@ -4,10 +4,12 @@ The published folder holds README.md (with its detail tables in details.md),
 leaderboard.csv, leaderboard.json, leaderboard.tex, index.html, plots/ and the
 run records behind them in records/, so it regenerates from its own contents.
 
-Publishing only adds or replaces the files it writes, each atomically. Files it
-did not write (records of sections not published this time, plots of an older
-layout) stay unless ``prune`` asks to remove them, and even then only records in
-the published sections' own folders are removed.
+Publishing only adds or replaces the files it writes, each atomically, and lists
+every one in the folder's manifest (``SHA256SUMS``, :mod:`tokbench.manifest`). Files
+it did not write stay. Files an earlier publish wrote and this one did not (records of
+sections not published this time, plots of an older layout) stay unless ``prune`` asks
+to remove them, and even then only plots and records in the published sections' own
+folders are removed.
 """
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
         else:
             options.append(f"--records {folder}")
     first = "# first install every plugin that provides a task or model the records name (see tokbench plugins)"
-    return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()}"]
+    return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()} --prune"]
 
 
 def _adaptive_flags(section: Section) -> str:
@@ -126,30 +128,58 @@ def published_texts(sections: Sequence[Section], out: Path, reports: Sequence[Re
 
 
 def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list[Path]:
-    """Write the published folder into ``out``: its records, plots and every text format.
+    """Write the published folder into ``out``: its records, plots, every text format and the manifest.
 
-    With ``prune``, also remove what this publish did not write: plots, and records in the
-    published sections' own record folders (never another section's, never a source folder's).
+    The manifest (:mod:`tokbench.manifest`) lists every file tokbench wrote there. With
+    ``prune``, files that the previous manifest lists and this publish did not write are
+    removed: plots, and records in the published sections' own record folders (never
+    another section's, never a source folder's, never a record of a newer schema). A file
+    the manifest does not list is never removed, and a README.md that tokbench did not
+    write is never overwritten (:class:`UsageError` before anything is written).
     """
-    from tokbench.leaderboard.plots import PLOTS_DIR, remove_stale_plots, write_plots
+    from tokbench import manifest
+    from tokbench.leaderboard.plots import PLOTS_DIR, write_plots
     from tokbench.storage import atomic_write
 
     from tokbench.leaderboard.report import build_reports
 
     reports = build_reports(sections)  # computed once: every text and plot below only renders it
-    expected = _copy_records(sections, out)
+    previous = manifest.read(out) or {}
+    texts = published_texts(sections, out, reports)
+    _check_readme(out, previous, texts[FILES["md"]])
+    records = _copy_records(sections, out)
     plots = [plot for section_plots in plot_plans(sections, reports).values() for plot in section_plots]
     write_plots(plots, out)
-    texts = published_texts(sections, out, reports)
     for name, text in texts.items():
         atomic_write(out / name, text)
+    written = [out / name for name in texts] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
+    entries = {name: value for name, value in previous.items() if (out / name).is_file()}
     if prune:
-        _prune_records(sections, out, expected)
-        remove_stale_plots(plots, out)
-    return [out / name for name in texts] + [out / PLOTS_DIR / f for plot in plots for f in plot.files]
+        for name in _prunable(sections, out, previous, {p.resolve() for p in [*written, *records]}):
+            (out / name).unlink()
+            entries.pop(name, None)
+    out_root = out.resolve()
+    entries.update({path.resolve().relative_to(out_root).as_posix(): manifest.digest(path)
+                    for path in [*written, *records] if path.resolve().is_relative_to(out_root)})
+    manifest.write(out, entries)
+    return written
 
 
-def _copy_records(sections: Sequence[Section], out: Path) -> set[Path]:
+def _check_readme(out: Path, previous: Mapping[str, str], text: str) -> None:
+    """Refuse to overwrite a README.md that tokbench did not write: one the manifest does not list and whose
+    first line is not the published README's (folders published before the manifest existed pass)."""
+    from tokbench.errors import UsageError
+
+    readme = out / FILES["md"]
+    if not readme.is_file() or FILES["md"] in previous:
+        return
+    first = readme.read_text(encoding="utf-8", errors="replace").partition("\n")[0]
+    if first != text.partition("\n")[0]:
+        raise UsageError(f"--out {out}: {readme} was not written by tokbench and publishing would overwrite it; "
+                         "move it away or choose another --out")
+
+
+def _copy_records(sections: Sequence[Section], out: Path) -> list[Path]:
     """Copy the sections' records into their folders under ``out/records``; return every record path it holds.
 
     A record already inside one of the source folders is left as it is.
@@ -157,25 +187,38 @@ def _copy_records(sections: Sequence[Section], out: Path) -> set[Path]:
     from tokbench.results import record_filename, write_record
 
     sources = [source.resolve() for s in sections for source in s.sources]
-    expected = set()
+    paths = []
     for section in sections:
         folder = records_folder(section, out)
         for record in section.records:
             path = folder / record_filename(record["task"], record["model"], record["config_hash"])
-            expected.add(path.resolve())
+            paths.append(path)
             if not any(path.resolve().is_relative_to(source) for source in sources):
                 write_record(folder, record)
-    return expected
+    return paths
 
 
-def _prune_records(sections: Sequence[Section], out: Path, expected: set[Path]) -> None:
-    """Remove the record files directly in each published section's folder that this publish did not write.
+def _prunable(sections: Sequence[Section], out: Path, previous: Mapping[str, str], kept: set[Path]) -> list[str]:
+    """The files of the previous manifest that this publish did not write and ``--prune`` removes: plots, and
+    records directly in a published section's folder (the unnamed section's is ``records/`` itself) that are
+    in no source folder and not of a newer schema."""
+    from tokbench.leaderboard.plots import PLOTS_DIR
+    from tokbench.results import RecordError, load_record
 
-    The unnamed section's folder is ``records/`` itself: the named sections' subfolders are not its files.
-    """
     sources = [source.resolve() for s in sections for source in s.sources]
-    for section in sections:
-        for stale in records_folder(section, out).glob("*.json"):
-            path = stale.resolve()
-            if stale.is_file() and path not in expected and not any(path.is_relative_to(s) for s in sources):
-                stale.unlink()
+    folders = {records_folder(section, out).resolve() for section in sections}
+    names = []
+    for name in previous:
+        path = (out / name).resolve()
+        if path in kept or not path.is_file() or any(path.is_relative_to(source) for source in sources):
+            continue
+        if Path(name).parts[0] == PLOTS_DIR:
+            names.append(name)
+        elif path.parent in folders and path.suffix == ".json":
+            try:
+                load_record(path)
+            except RecordError as exc:
+                if exc.newer_hash is not None:
+                    continue  # a newer tokbench's record: never removed
+            names.append(name)
+    return names

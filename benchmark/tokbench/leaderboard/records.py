@@ -24,9 +24,10 @@ def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
     merged: dict[str, dict[str, Any]] = {}
     for folder in folders:
         if not folder.is_dir():
-            raise UsageError(f"--records {folder}: no such folder")
+            raise UsageError(f"--records {folder}: " + ("not a folder; --records names a folder of run records"
+                                                        if folder.exists() else "no such folder"))
         loaded = load_records(folder)
-        problems = [*loaded.problems, *loaded.newer.values()]
+        problems = [*loaded.problems, *loaded.newer.values(), *loaded.duplicates]
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise UsageError(f"{problems[0]}{more}; fix or remove the file")

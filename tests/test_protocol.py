@@ -201,3 +201,20 @@ def test_a_recipe_without_the_new_keys_keeps_its_schema_2_identity():
     assert json.loads(json.dumps(rebuilt.identity())) == stored  # hence the same config hash
     assert "data" not in rebuilt.identity() and rebuilt.override({"data": "fresh", "batch_size": 8}).identity()[
         "data"] == "fresh"
+
+
+def test_a_run_stopped_by_its_target_has_each_budget_once_then_the_final_step():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "fake_plugins"))
+    import contract_v2
+
+    task = contract_v2.PREVIOUS_TOKEN.create({"train_size": 256, "val_size": 64, "test_size": 128})
+    spec = contract_v2.TWO_LAYER
+    recipe = spec.recipe.override({"budgets": "25,50,75,100,150,200,250,300,350,400,450,500,550"})
+    result = run_pairing(task, spec, spec.resolve(), recipe, seed=0, accelerator="cpu")
+    assert result.train["stopped_because"] == "target" and result.train["steps"] < recipe.steps
+    steps = [p["step"] for p in result.budget_curve]
+    assert steps == sorted(set(steps)) and steps[-1] == result.train["steps"]
+    assert [b for b in recipe.budgets if b < result.train["steps"]] == steps[:-1]

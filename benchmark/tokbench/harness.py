@@ -154,7 +154,8 @@ class PairingModule(pl.LightningModule):
     """Lightning wrapper: the model's own loss, the recipe's optimiser and schedule, a sparse curve.
 
     Each Lightning step trains one block of the schedule (:func:`block_ends`); what happens
-    between blocks (budget evaluations, convergence checks) is in the callbacks.
+    between blocks (budget evaluations, convergence checks) is in the callbacks. A stop that a
+    callback signals ends the epoch before the next block.
     """
 
     def __init__(self, model: TokenModel, recipe: Recipe) -> None:
@@ -175,8 +176,6 @@ class PairingModule(pl.LightningModule):
         return len(self.ends)
 
     def training_step(self, batch: Batch, batch_idx: int) -> None:
-        if self.trainer.should_stop:  # a stop between blocks: Lightning may still hand out the next one
-            return
         tokens, labels, references = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
         clip = self.recipe.grad_clip

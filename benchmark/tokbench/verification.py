@@ -126,8 +126,8 @@ def rerun(record: Record, registry: Any) -> tuple[Record, str | None]:
         if changed:
             raise UsageError(f"the stored {', '.join(changed)} resolve differently here: the configuration cannot "
                              "be rebuilt")
-        added = [f"{space}.{key}={value}" for space in ("task", "model", "train") for key, value in rebuilt[space].items()
-                 if key not in stored.get(space, {})]
+        added = [f"{space}.{key}={value}" for space in ("task", "model", "train")
+                 for key, value in rebuilt[space].items() if key not in stored.get(space, {})]
         note = "parameters added since, at their defaults: " + ", ".join(added)
     set_threads(threads(record))
     return execute(pairing, trainer_provenance(git_commit(), threads(record))), note

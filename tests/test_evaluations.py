@@ -158,3 +158,13 @@ def test_the_record_carries_the_evaluations(monkeypatch):
     assert record["evaluations"] == [{"overrides": {"context_length": 16}, "status": "not_applicable",
                                       "reason": FIXED}]
     assert record["params"]["evaluate"] == [{"context_length": 16}]
+
+
+def test_show_prints_the_evaluation_axes_and_a_fixed_length(monkeypatch, capsys):
+    import tokbench.commands.listing as listing
+
+    monkeypatch.setattr(listing, "loaded_registry", lambda *args, **kwargs: fake_registry())
+    assert main(["show", "task", "random-walk"]) == 0
+    assert "evaluation axes (what [grid.evaluate] may change): context_length" in capsys.readouterr().out
+    assert main(["show", "model", "fixed-nope"]) == 0
+    assert f"fixed length (not evaluated at other context lengths): {FIXED}" in capsys.readouterr().out

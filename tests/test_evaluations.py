@@ -172,3 +172,13 @@ def test_a_length_limit_set_by_the_models_parameters_is_not_applicable_with_its_
     entry = evaluate_setting(model, walk, spec, {"context_length": 16}, 0)
     assert entry["status"] == "not_applicable" and "position" in entry["reason"]
     assert "metrics" not in entry
+
+
+def test_show_prints_the_evaluation_axes_and_a_fixed_length(monkeypatch, capsys):
+    import tokbench.commands.listing as listing
+
+    monkeypatch.setattr(listing, "loaded_registry", lambda *args, **kwargs: fake_registry())
+    assert main(["show", "task", "random-walk"]) == 0
+    assert "evaluation axes (what [grid.evaluate] may change): context_length" in capsys.readouterr().out
+    assert main(["show", "model", "fixed-nope"]) == 0
+    assert f"fixed length (not evaluated at other context lengths): {FIXED}" in capsys.readouterr().out

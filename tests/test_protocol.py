@@ -26,15 +26,15 @@ def nope(**recipe):
 
 # ---- fresh data ------------------------------------------------------------------------------------------------
 
-def test_fresh_blocks_draw_each_step_from_its_own_seed_whatever_the_schedule():
+def test_fresh_blocks_draw_ten_steps_at_a_time_from_their_own_seed_whatever_the_schedule():
     task = small_walk()
-    one_block = [b[0] for b in _FreshBlocks(task, 8, [5], seed=3)][0]
-    three_blocks = torch.cat([b[0] for b in _FreshBlocks(task, 8, [2, 1, 2], seed=3)])
-    assert torch.equal(one_block, three_blocks)  # the data of a step does not depend on the block schedule
-    for step in range(5):
-        expected = task.training_batch(8, torch.Generator().manual_seed(derive_seed(3, f"data:train:step{step}")))
-        assert torch.equal(one_block[step], expected.tokens)
-    assert len({tuple(batch.flatten().tolist()) for batch in one_block}) == 5  # a new batch at every step
+    one_block = [b[0] for b in _FreshBlocks(task, 8, [25], seed=3)][0]
+    pieces = torch.cat([b[0] for b in _FreshBlocks(task, 8, [2, 11, 1, 11], seed=3)])
+    assert torch.equal(one_block, pieces)  # the data of a step does not depend on the block schedule
+    for step in (0, 9, 10, 24):
+        draw = task.training_batch(80, torch.Generator().manual_seed(derive_seed(3, f"data:train:draw{step // 10}")))
+        assert torch.equal(one_block[step], draw.tokens[(step % 10) * 8:(step % 10 + 1) * 8])
+    assert len({tuple(batch.flatten().tolist()) for batch in one_block}) == 25  # a new batch at every step
 
 
 def test_fresh_training_uses_the_tasks_training_batch_and_is_reproducible(monkeypatch):
@@ -49,7 +49,7 @@ def test_fresh_training_uses_the_tasks_training_batch_and_is_reproducible(monkey
     monkeypatch.setattr(type(task), "training_batch", spy)
     spec, recipe = nope(steps=12, batch_size=4, data="fresh")
     first = run_pairing(task, spec, spec.resolve({}), recipe, 0, accelerator="cpu")
-    assert drawn[:12] == [4] * 12 and first.train["data"] == "fresh"
+    assert drawn[:2] == [40, 40] and first.train["data"] == "fresh"  # 12 steps: two draws of 10 steps
     second = run_pairing(task, spec, spec.resolve({}), recipe, 0, accelerator="cpu")
     assert first.metrics == second.metrics  # bit-reproducible from the run seed
     fixed = run_pairing(task, spec, spec.resolve({}), recipe.override({"data": "fixed"}), 0, accelerator="cpu")
@@ -201,3 +201,20 @@ def test_a_recipe_without_the_new_keys_keeps_its_schema_2_identity():
     assert json.loads(json.dumps(rebuilt.identity())) == stored  # hence the same config hash
     assert "data" not in rebuilt.identity() and rebuilt.override({"data": "fresh", "batch_size": 8}).identity()[
         "data"] == "fresh"
+
+
+def test_a_run_stopped_by_its_target_has_each_budget_once_then_the_final_step():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent / "fake_plugins"))
+    import contract_v2
+
+    task = contract_v2.PREVIOUS_TOKEN.create({"train_size": 256, "val_size": 64, "test_size": 128})
+    spec = contract_v2.TWO_LAYER
+    recipe = spec.recipe.override({"budgets": "25,50,75,100,150,200,250,300,350,400,450,500,550"})
+    result = run_pairing(task, spec, spec.resolve(), recipe, seed=0, accelerator="cpu")
+    assert result.train["stopped_because"] == "target" and result.train["steps"] < recipe.steps
+    steps = [p["step"] for p in result.budget_curve]
+    assert steps == sorted(set(steps)) and steps[-1] == result.train["steps"]
+    assert [b for b in recipe.budgets if b < result.train["steps"]] == steps[:-1]

@@ -138,7 +138,7 @@ def test_records_are_plain_json_with_the_identity(tmp_path, tiny, capsys):
     [path] = record_files(tmp_path)
     record = json.loads(path.read_text())
     assert record["params"]["task"]["context_length"] == 8 and record["params"]["model"]["position_dim"] == 16
-    assert record["params"]["train"] == {**json.loads(json.dumps(Recipe().to_json())), "optimizer": "gd", "lr": 1.0, "steps": 3}
+    assert record["params"]["train"] == {**json.loads(json.dumps(Recipe().identity())), "optimizer": "gd", "lr": 1.0, "steps": 3}
     assert record["provenance"]["git_commit"] is None or len(record["provenance"]["git_commit"]) == 40
     assert record["provenance"]["threads"] == 1
     assert len(record["curve"]["step"]) == 3 and len(record["attention_profile"]) == 8

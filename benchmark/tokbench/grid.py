@@ -61,8 +61,8 @@ class Variant:
     @cached_property
     def params(self) -> dict[str, Any]:
         """The identity's ``params``. A model that is not trained has no recipe in it (``train`` is
-        ``{}``), so ``--set train.steps=...`` does not change its config hash; see :meth:`Recipe.identity`. ``evaluate``, the extra
-        evaluation settings (resolved override dicts, in declared order), is there only when there are any."""
+        ``{}``), so ``--set train.steps=...`` does not change its config hash (and see :meth:`Recipe.identity`).
+        ``evaluate``, the extra evaluation settings (override dicts in declared order), is there only when set."""
         train = self.recipe.identity() if self.model_spec.trained else {}
         params: dict[str, Any] = {"task": self.task_params, "model": self.model_params, "train": train}
         if self.evaluate:
@@ -402,7 +402,7 @@ def _evaluations(task: TaskSpec, task_params: Mapping[str, Any], table: Evaluati
     """The evaluation settings of a task trained at ``task_params``, in declared order, each one override.
 
     A task that declares the axis is checked at each setting as at its training parameters; for one
-    that does not, the setting is kept as written and its evaluation is not applicable.
+    that does not, the setting is only recorded (its evaluation is not applicable).
     """
     settings = []
     for axis, values in table.items():

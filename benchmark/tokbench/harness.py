@@ -5,7 +5,14 @@ step per block, one epoch in all), so Lightning's per-step machinery, about a
 millisecond on a CPU, is paid per block rather than per optimiser step. Inside a
 block the steps are plain autograd and optimiser calls: the small models of this
 benchmark take well under a millisecond per step, and would otherwise spend most
-of their time in the framework. Mini-batch recipes draw a new batch per step.
+of their time in the framework. Mini-batch recipes draw a new batch per step, from
+the training split or, with ``data = "fresh"``, from the task's generator.
+
+The schedule (:func:`block_ends`) also ends a block at each budget of the budget
+curve and at each validation check; the callbacks run there, between blocks:
+:class:`BudgetCurve` records the evaluation split's accuracy (never used for a
+choice) and :class:`Convergence`, Lightning's ``EarlyStopping``, stops training at
+the recipe's target or plateau. There is no other loop.
 
 Scoring follows the task (contract v2): a model's logits are first aligned to
 the task's labels (:func:`align`), then the loss, the accuracy and every
@@ -13,6 +20,7 @@ diagnostic are computed over the labelled positions only.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -40,6 +48,7 @@ from tokbench.task import IGNORE, Split, Task
 CURVE_POINTS = 100  # logged points per training curve
 LIGHTNING_STEPS = 10  # Lightning steps (blocks of optimiser steps) per training run
 EVAL_CHUNK = 8192  # samples per evaluation forward pass, to bound memory
+FRESH_DRAW_STEPS = 10  # steps whose fresh batches are drawn at once, from one seed
 ATTENTION_BUDGET = 2**24  # attention entries per layer and head kept at once when every position is a query
 
 for _name in ("pytorch_lightning", "lightning.pytorch", "lightning_fabric", "lightning.fabric"):
@@ -130,31 +139,39 @@ class _Blocks(IterableDataset):
 
 
 class _FreshBlocks(IterableDataset):
-    """Like :class:`_Blocks` for ``data = "fresh"``: step s trains on ``batch_size`` new sequences drawn by
-    ``task.training_batch`` from their own seed, ``derive_seed(seed, f"data:train:step{s}")``, so the data of
-    a step depends neither on the block schedule nor on the cap."""
+    """Like :class:`_Blocks` for ``data = "fresh"``: every step trains on ``batch_size`` new sequences.
+
+    The batches of steps ``10k .. 10k + 9`` come from one vectorised draw, ``task.training_batch(10 *
+    batch_size, generator)`` seeded with ``derive_seed(seed, f"data:train:draw{k}")`` (one draw per step
+    would cost several times more for tasks with per-sequence work, like the in-context Markov chains), so the
+    data of a step depends neither on the block schedule nor on the cap.
+    """
 
     def __init__(self, task: Task, batch_size: int, lengths: list[int], seed: int) -> None:
         self.task, self.batch_size, self.lengths, self.seed = task, batch_size, lengths, seed
 
-    def _draw(self, step: int) -> Split:
-        generator = torch.Generator().manual_seed(derive_seed(self.seed, f"data:train:step{step}"))
-        return self.task.training_batch(self.batch_size, generator)
+    def _steps(self) -> Iterator[Batch]:
+        for draw in itertools.count():
+            generator = torch.Generator().manual_seed(derive_seed(self.seed, f"data:train:draw{draw}"))
+            split = self.task.training_batch(FRESH_DRAW_STEPS * self.batch_size, generator)
+            for i in range(0, len(split), self.batch_size):
+                yield (split.tokens[i:i + self.batch_size], split.labels[i:i + self.batch_size],
+                       {k: v[i:i + self.batch_size] for k, v in split.references.items()})
 
     def __iter__(self) -> Iterator[Batch]:
-        first = 0
+        steps = self._steps()
         for length in self.lengths:
-            splits = [self._draw(step) for step in range(first, first + length)]
-            first += length
-            yield (torch.stack([s.tokens for s in splits]), torch.stack([s.labels for s in splits]),
-                   {k: torch.stack([s.references[k] for s in splits]) for k in splits[0].references})
+            tokens, labels, references = zip(*(next(steps) for _ in range(length)))
+            yield (torch.stack(tokens), torch.stack(labels),
+                   {k: torch.stack([r[k] for r in references]) for k in references[0]})
 
 
 class PairingModule(pl.LightningModule):
     """Lightning wrapper: the model's own loss, the recipe's optimiser and schedule, a sparse curve.
 
     Each Lightning step trains one block of the schedule (:func:`block_ends`); what happens
-    between blocks (budget evaluations, convergence checks) is in the callbacks.
+    between blocks (budget evaluations, convergence checks) is in the callbacks. A stop that a
+    callback signals ends the epoch before the next block.
     """
 
     def __init__(self, model: TokenModel, recipe: Recipe) -> None:
@@ -175,8 +192,6 @@ class PairingModule(pl.LightningModule):
         return len(self.ends)
 
     def training_step(self, batch: Batch, batch_idx: int) -> None:
-        if self.trainer.should_stop:  # a stop between blocks: Lightning may still hand out the next one
-            return
         tokens, labels, references = batch
         optimizer = self.optimizers(use_pl_optimizer=False)
         clip = self.recipe.grad_clip

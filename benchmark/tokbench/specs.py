@@ -152,7 +152,7 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
     ("warmup_steps", "int", "steps of linear warm-up from lr/warmup_steps to lr", {"low": 0}),
     ("grad_clip", "float", "clip the gradient norm to this value before each step (0: off)", {"low": 0.0}),
     ("data", "str", "fixed: steps over the training split; fresh: batch_size new sequences from the task's "
-     "generator at every step, seeded per step", {"choices": DATA}),
+     "generator at every step (drawn 10 steps at a time, each draw seeded from the run seed)", {"choices": DATA}),
     ("target", "float", "stop once validation accuracy reaches target x the oracle's validation accuracy (0: off)",
      {"low": 0.0, "high": 1.0}),
     ("patience", "int", "stop once validation accuracy has not gained min_delta for this many steps (0: off)",

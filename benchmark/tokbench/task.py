@@ -154,7 +154,8 @@ class Task(ABC):
         """Draw ``n`` samples using only ``generator`` for randomness (vectorised)."""
 
     def training_batch(self, n: int, generator: torch.Generator) -> Split:
-        """``n`` new training sequences for one step of a ``data = "fresh"`` recipe; ``generator`` is seeded per step.
+        """``n`` new training sequences for a ``data = "fresh"`` recipe (the batches of 10 steps at once); ``generator``
+        is seeded per draw.
 
         Only ``tokens``, ``labels`` and ``references`` are used. The default is :meth:`generate`; a task
         whose attention targets are costly may override it to skip them (the draw must match ``generate``'s

@@ -154,7 +154,7 @@ def rebuild(record: Record, registry: Any) -> tuple[Any, str | None]:
         if changed:
             raise UsageError(f"the stored {', '.join(changed)} resolve differently here: the configuration cannot "
                              "be rebuilt")
-        added = [f"{space}.{key}={value}" for space in ("task", "model", "train") for key, value in rebuilt[space].items()
-                 if key not in stored.get(space, {})]
+        added = [f"{space}.{key}={value}" for space in ("task", "model", "train")
+                 for key, value in rebuilt[space].items() if key not in stored.get(space, {})]
         note = "parameters added since, at their defaults: " + ", ".join(added)
     return pairing, note

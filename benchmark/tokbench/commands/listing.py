@@ -102,11 +102,18 @@ def _show(args: argparse.Namespace) -> int:
         console.print(f"cite: {escape(spec.citation)}")
     if isinstance(spec, ModelSpec):
         console.print(f"family: {escape(spec.family_name)}; default recipe: {spec.recipe.describe()}")
+        if spec.fixed_length:
+            console.print(f"fixed length (not evaluated at other context lengths): {escape(spec.fixed_length)}")
     console.print(_params_table(spec, values))
     if isinstance(spec, TaskSpec):
         if spec.difficulty:
             console.print(f"difficulty axes (what a suite's ladder may vary): {', '.join(spec.difficulty)}")
         if spec.pitfall:
             console.print(f"pitfall: {escape(spec.pitfall)}")
+        if spec.evaluation_axes:
+            axes = ", ".join(spec.evaluation_axes)
+            console.print(escape(f"evaluation axes (what [grid.evaluate] may change): {axes}"))
+        elif spec.evaluation_note:
+            console.print(f"no evaluation axes: {escape(spec.evaluation_note)}")
         console.print(escape(spec.create(values).describe()))
     return 0

@@ -99,8 +99,9 @@ CAUSAL_GRAPH = TaskSpec(
         "against a draw is that against the row plus the row's entropy). Bayes predictor: the posterior mean "
         "of pi[s], counting x_i over positions i whose parent holds s, adding alpha; loss metrics against it. "
         "Annotation transition_attention: the last layer's attention of the query on those positions (best "
-        "head; every context position when there are none). At a longer context the random graph extends the training one, so its new positions have "
-        "parents a model never saw in training. Difficulty: S, T, and how far parents lie."
+        "head; every context position when there are none). At a longer context the random graph extends the "
+        "training one, so its new positions have parents a model never saw in training. Difficulty: S, T, and "
+        "how far parents lie."
     ),
     citation=CITATION_NICHANI,
     implementation="tokbench_markov.incontext:CausalGraph",

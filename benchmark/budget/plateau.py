@@ -6,8 +6,8 @@ Reads run records that carry a ``budget_curve`` (test accuracy at log-spaced ste
 harness and never used for any choice), averages each (task, model) curve over seeds, and reports per task
 and model: the accuracy at every budget, the **plateau step** (the first budget from which the mean accuracy
 stays within ``tolerance`` of its final value) and whether the curve was **still rising** at the cap (the last
-budget gained more than ``tolerance`` over the one before). A cap is past a family's plateau when no model of
-that family is still rising at it.
+budget gained more than ``tolerance`` over the one before, and the run had not stopped at its target). A cap is
+past a family's plateau when no model of that family is still rising at it.
 """
 from __future__ import annotations
 
@@ -20,24 +20,28 @@ from statistics import fmean
 from tabulate import tabulate
 
 from tokbench.results import load_records
+from tokbench.specs import Recipe
 
 
-def curves(folder: Path) -> dict[tuple[str, str], dict[int, list[float]]]:
-    """Test accuracy per budget step, one list entry per seed, keyed by (task, model).
+def curves(folder: Path) -> tuple[dict[tuple[str, str], dict[int, list[float]]], dict[tuple[str, str], bool]]:
+    """Test accuracy per budget step, one list entry per seed, keyed by (task, model); and per cell whether
+    every seed stopped at its target (the optimum reached: nothing left to learn).
 
     A record that stopped before a budget (its target reached, or a plateau) keeps its final accuracy at
     every later budget: training had ended, so that is the model it would report there.
     """
     by_cell: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
+    solved: dict[tuple[str, str], bool] = {}
+    budgets: set[int] = set()
     for record in load_records(folder).records.values():
         if record.get("status") == "ok" and record.get("budget_curve"):
-            by_cell[record["task"], record["model"]].append(record["budget_curve"])
-    budgets = sorted({point["step"] for runs in by_cell.values() for run in runs for point in run
-                      if not point.get("final")})
-    table: dict[tuple[str, str], dict[int, list[float]]] = {}
-    for cell, runs in by_cell.items():
-        table[cell] = {step: [_accuracy_at(run, step) for run in runs] for step in budgets}
-    return table
+            cell = record["task"], record["model"]
+            by_cell[cell].append(record["budget_curve"])
+            solved[cell] = solved.get(cell, True) and record["train"].get("stopped_because") == "target"
+            budgets |= set(record["params"]["train"].get("budgets", Recipe().budgets))
+    table = {cell: {step: [_accuracy_at(run, step) for run in runs] for step in sorted(budgets)}
+             for cell, runs in by_cell.items()}
+    return table, solved
 
 
 def _accuracy_at(run: list[dict], step: int) -> float:
@@ -45,25 +49,28 @@ def _accuracy_at(run: list[dict], step: int) -> float:
     return max(reached, key=lambda point: point["step"])["accuracy"] if reached else float("nan")
 
 
-def plateau(means: dict[int, float], tolerance: float) -> tuple[int, bool]:
-    """``(plateau step, still rising at the cap)`` of one mean curve."""
+def plateau(means: dict[int, float], tolerance: float, solved: bool = False) -> tuple[int, bool]:
+    """``(plateau step, still rising at the cap)`` of one mean curve; a solved curve (every seed stopped at its
+    target) is never still rising."""
     steps = sorted(means)
     final = means[steps[-1]]
     first = next(step for step in steps if all(abs(means[later] - final) <= tolerance
                                                for later in steps if later >= step))
-    rising = len(steps) > 1 and means[steps[-1]] - means[steps[-2]] > tolerance
+    rising = not solved and len(steps) > 1 and means[steps[-1]] - means[steps[-2]] > tolerance
     return first, rising
 
 
-def rows(table: dict[tuple[str, str], dict[int, list[float]]], tolerance: float) -> tuple[list[str], list[list]]:
+def rows(table: dict[tuple[str, str], dict[int, list[float]]], solved: dict[tuple[str, str], bool],
+         tolerance: float) -> tuple[list[str], list[list]]:
     steps = sorted({step for cell in table.values() for step in cell})
-    header = ["task", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "still rising"]
+    header = ["task", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "solved", "still rising"]
     body = []
     for (task, model), per_step in sorted(table.items()):
         means = {step: fmean(values) for step, values in per_step.items()}
-        first, rising = plateau(means, tolerance)
+        first, rising = plateau(means, tolerance, solved[task, model])
         seeds = len(next(iter(per_step.values())))
-        body.append([task, model, seeds, *[f"{means[step]:.3f}" for step in steps], first, "yes" if rising else ""])
+        body.append([task, model, seeds, *[f"{means[step]:.3f}" for step in steps], first,
+                     "yes" if solved[task, model] else "", "yes" if rising else ""])
     return header, body
 
 
@@ -73,11 +80,11 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.02, help="accuracy within which a curve is flat")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     args = parser.parse_args()
-    table = curves(args.records)
+    table, solved = curves(args.records)
     if not table:
         print(f"error: no ok records with a budget_curve in {args.records}", file=sys.stderr)
         return 2
-    header, body = rows(table, args.tolerance)
+    header, body = rows(table, solved, args.tolerance)
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple"))
     return 0
 

@@ -1,0 +1,34 @@
+"""benchmark/budget/plateau.py: where a learning curve flattens, from the budget curves of run records."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "plateau.py"
+
+
+@pytest.fixture(scope="module")
+def plateau_tool():
+    spec = importlib.util.spec_from_file_location("plateau", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_plateau_is_the_first_budget_from_which_the_curve_stays_near_its_end(plateau_tool):
+    # a dip back out of the band after 300 moves the plateau to 3000: "stays", not "touches"
+    assert plateau_tool.plateau({100: 0.2, 300: 0.79, 1000: 0.70, 3000: 0.80}, 0.02) == (3000, True)
+    assert plateau_tool.plateau({100: 0.2, 300: 0.79, 1000: 0.80, 3000: 0.80}, 0.02) == (300, False)
+
+
+def test_a_curve_still_gaining_at_the_cap_is_rising_unless_it_stopped_at_its_target(plateau_tool):
+    assert plateau_tool.plateau({100: 0.3, 300: 0.5, 1000: 0.9}, 0.02) == (1000, True)
+    assert plateau_tool.plateau({100: 0.3, 300: 0.5, 1000: 0.9}, 0.02, solved=True) == (1000, False)
+
+
+def test_a_run_that_stopped_early_keeps_its_final_accuracy_at_later_budgets(plateau_tool):
+    run = [{"step": 100, "accuracy": 0.4}, {"step": 300, "accuracy": 0.8}, {"step": 420, "accuracy": 0.99,
+                                                                            "final": True}]
+    assert [plateau_tool._accuracy_at(run, step) for step in (100, 300, 1000, 3000)] == [0.4, 0.8, 0.99, 0.99]

@@ -113,16 +113,25 @@ def test_same_seed_gives_bit_identical_metrics():
 
 # --- recorded honestly: what this implementation does where [A]'s theorem does not hold exactly ---
 
-@pytest.mark.parametrize("model_params", [{"dtype": "float32"}, {"positions": "sinusoidal"}])
-def test_rounding_noise_breaks_the_deterministic_saddle(model_params):
+def test_rounding_noise_breaks_the_deterministic_saddle():
     """Not the paper's claim but a finding: inexact arithmetic escapes the symmetric saddle.
 
-    In float32, or with sinusoidal positions (orthogonal only up to rounding), rounding
-    noise grows each step; GD leaves the saddle and solves the deterministic walk.
+    With sinusoidal positions (orthogonal only up to rounding), rounding noise grows each
+    step; GD leaves the saddle and solves the deterministic walk.
     """
-    result = run("deterministic-walk", model_params=model_params)
+    result = run("deterministic-walk", model_params={"positions": "sinusoidal"})
     assert result.metrics["test_accuracy"] >= 0.99
     assert real_position_spread(result, 96) > 0.01
+
+
+def test_in_float32_the_saddle_is_left_or_kept_as_the_machines_rounding_decides():
+    """In float32 with one-hot positions the escape is rounding alone, so it depends on the CPU's kernels:
+    this run solved the walk on the AMD EPYC machine the finding was first measured on and stays at 1/K
+    on an Intel Xeon (docs/science.md). Either way it ends at one of the two points, never in between."""
+    result = run("deterministic-walk", model_params={"dtype": "float32"})
+    accuracy = result.metrics["test_accuracy"]
+    guess = result.metrics["chance_accuracy"]  # 1/K: the best constant guess on these test sequences
+    assert accuracy >= 0.99 or abs(accuracy - guess) <= TOL, (accuracy, guess)
 
 
 def test_k20_deterministic_walk_breaks_symmetry_in_float64():

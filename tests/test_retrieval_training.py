@@ -36,7 +36,9 @@ def test_lag_walk_last_token_stays_at_one_over_K(k):
 @pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 5])
 def test_lag_walk_rope_reaches_the_optimum_by_attending_to_the_parent(k):
-    metrics = train("lag-walk", {**LAG, "k": k}, "attn-rope", {"steps": 800, "lr": 1e-2}).metrics
+    # 1600 steps: at 800 the attention was still sharpening (0.886 on the parent at k = 2 on an Intel Xeon,
+    # above 0.9 on the AMD EPYC this test was written on; 0.951 at 1600), so a CPU's rounding decided the test
+    metrics = train("lag-walk", {**LAG, "k": k}, "attn-rope", {"steps": 1600, "lr": 1e-2}).metrics
     assert metrics["accuracy"] >= metrics["bayes_accuracy"] - 0.03
     assert metrics["parent_attention"] >= 0.9
 

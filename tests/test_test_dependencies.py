@@ -21,7 +21,7 @@ TESTS = ROOT / "tests"
 # the project itself) and the test folder's helper modules.
 PROJECT_PACKAGES = {path.name for base in ("benchmark", "plugins") for path in (ROOT / base).iterdir()
                     if (path / "__init__.py").exists()}
-LOCAL_MODULES = {path.stem for path in TESTS.glob("*.py")} | {"fake_plugins", "contract_v2"}
+LOCAL_MODULES = {path.stem for path in [*TESTS.glob("*.py"), *TESTS.glob("fake_plugins/*.py")]} | {"fake_plugins"}
 
 
 def _imported_top_level_modules(path: Path) -> set[str]:

@@ -347,14 +347,8 @@ def budget_curves(report: Report) -> Any:
         ax.set_ylabel(_scale_label(scores))
         ax.tick_params(labelleft=True)
         ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
-        if not palette:
-            ax.legend(fontsize=LEGEND_SIZE, loc="best")
-    for ax in axes[len(panels):]:
-        ax.set_visible(False)
-    if palette:
-        _shared_legend(fig, axes)
-    fig.suptitle("Score against training budget, the best member of each model family")
-    return fig
+    return _finish_grid(fig, axes, len(panels), bool(palette),
+                        "Score against training budget, the best member of each model family")
 
 
 def length_lines(report: Report, ladder: Ladder) -> list[tuple[str, list[float]]]:
@@ -396,13 +390,20 @@ def length_curves(report: Report) -> Any:
         ax.set_ylabel("test accuracy")
         ax.tick_params(labelleft=True)
         ax.set_title(_title(ladder.title), fontsize=LEGEND_SIZE)
-        if not palette:
-            ax.legend(fontsize=LEGEND_SIZE, loc="best")
-    for ax in axes[len(panels):]:
+    return _finish_grid(fig, axes, len(panels), bool(palette),
+                        "Length generalisation: accuracy against evaluation length, one line per model")
+
+
+def _finish_grid(fig: Any, axes: Any, used: int, shared: bool, title: str) -> Any:
+    """Hide the unused panels and give the legend: one shared legend under the panels at body-text size when every
+    line keeps one colour across panels, else each panel's own."""
+    for ax in axes[:used] if not shared else ():
+        ax.legend(fontsize=LEGEND_SIZE, loc="best")
+    for ax in axes[used:]:
         ax.set_visible(False)
-    if palette:
+    if shared:
         _shared_legend(fig, axes)
-    fig.suptitle("Length generalisation: accuracy against evaluation length, one line per model")
+    fig.suptitle(title)
     return fig
 
 

@@ -279,3 +279,10 @@ class LocalExecutor:
         for worker in self.workers:
             worker.stop(now=abort)
         self.workers.clear()
+        # A worker started when an interrupt (Ctrl-C, SIGTERM) landed between its start and its registration in
+        # self.workers is known to no list; multiprocessing's exit handler would join it, and a pairing that hangs
+        # would then hold the interrupted run open for ever.
+        for orphan in multiprocessing.active_children():
+            if orphan.name == "tokbench-worker":
+                orphan.kill()
+                orphan.join()

@@ -24,6 +24,16 @@ steps = 3
 """
 
 
+# A random walk at tiny sizes, as a suite fragment: where the misbehaviour, not the training, is under test.
+TINY_TASK = """
+[grid.task.random-walk]
+context_length = 8
+train_size = 32
+val_size = 16
+test_size = 16
+"""
+
+
 def write_suite(folder: Path, text: str = TINY_SUITE, name: str = "tiny.toml") -> Path:
     path = folder / name
     path.write_text(text, encoding="utf-8")

@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from run_support import record_files, write_suite
+from run_support import TINY_TASK, record_files, write_suite
 from tokbench.grid import Pairing
 from tokbench.outcome import Failure, Outcome, record_of
 from tokbench.plugins import registry
 from tokbench.results import load_records, validate
 
-# Tiny sizes: the misbehaviour, not the training, is under test.
-TINY_TASK = """
-[grid.task.random-walk]
-context_length = 8
-train_size = 32
-val_size = 16
-test_size = 16
-"""
 ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable")
 PAIRING_TIMEOUT = 30  # seconds: the hanging pairing waits this long; the tiny ones train in well under a second
 PLUGIN_TIMEOUT = 20  # seconds: the hanging hook waits this long; the built-in plugins import in a few

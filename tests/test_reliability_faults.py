@@ -16,20 +16,13 @@ from pathlib import Path
 import pytest
 
 from leaderboard_synth import record, seeds, write
-from run_support import TINY_SUITE, record_files, wait_until, workers_of, write_suite
+from run_support import TINY_SUITE, TINY_TASK, record_files, wait_until, workers_of, write_suite
 from tokbench.cli import main
 from tokbench.grid import expand, parse_settings
 from tokbench.plugins import registry
 from tokbench.results import load_record, load_records
 from tokbench.suites import load_suite
 
-TINY_TASK = """
-[grid.task.random-walk]
-context_length = 8
-train_size = 32
-val_size = 16
-test_size = 16
-"""
 TOKBENCH = Path(sys.executable).with_name("tokbench")  # the console script, as a user starts it
 
 

@@ -24,15 +24,8 @@ BAYES_SEQUENCES = (20_000, 200_000)  # ... within these numbers of sequences
 BAYES_SEED = derive_seed(0, "markov:bayes-accuracy")  # its own stream, never a run's data seed
 
 
-class InContextMarkov(Task):
-    """Tokens over a graph of positions (here the chain: Edelman et al.'s in-context Markov chains) with a
-    Dirichlet(alpha) transition matrix drawn per sequence.
-
-    The Bayes predictor of x_{t+1} is the Dirichlet posterior mean of the in-context
-    transitions out of the state s = x_{parent(t+1)}: ``(n(s -> j) + alpha) / (n(s -> .) + S alpha)``,
-    counting the pairs (x_{parent(i)}, x_i) for i <= t. It is exact because roots are uniform, so
-    they carry no information about the matrix.
-    """
+class _DirichletChains(Task):
+    """Tasks over S states whose sequences each draw their own transition rows, iid Dirichlet(alpha)."""
 
     @property
     def states(self) -> int:
@@ -49,6 +42,17 @@ class InContextMarkov(Task):
     @property
     def alpha(self) -> float:
         return self.params["alpha"]
+
+
+class InContextMarkov(_DirichletChains):
+    """Tokens over a graph of positions (here the chain: Edelman et al.'s in-context Markov chains) with a
+    Dirichlet(alpha) transition matrix drawn per sequence.
+
+    The Bayes predictor of x_{t+1} is the Dirichlet posterior mean of the in-context
+    transitions out of the state s = x_{parent(t+1)}: ``(n(s -> j) + alpha) / (n(s -> .) + S alpha)``,
+    counting the pairs (x_{parent(i)}, x_i) for i <= t. It is exact because roots are uniform, so
+    they carry no information about the matrix.
+    """
 
     @cached_property
     def parents(self) -> torch.Tensor:
@@ -107,7 +111,7 @@ class InContextMarkov(Task):
                 f"(Monte Carlo, standard error {se:.1e})")
 
 
-class CausalGraph(Task):
+class CausalGraph(_DirichletChains):
     """Nichani et al.'s in-context causal structure: x_0 .. x_{T-2} over a latent graph of positions (fixed by
     ``graph`` and ``graph_seed``) with a Dirichlet(alpha) transition matrix pi drawn per sequence, then a query
     token s at the last position; the label is a draw from pi[s].
@@ -118,22 +122,6 @@ class CausalGraph(Task):
     exact because roots are uniform (the paper draws them from pi's stationary law, which tells a little about
     pi that the counts ignore).
     """
-
-    @property
-    def states(self) -> int:
-        return self.params["states"]
-
-    @property
-    def vocab_size(self) -> int:
-        return self.states
-
-    @property
-    def context_length(self) -> int:
-        return self.params["context_length"]
-
-    @property
-    def alpha(self) -> float:
-        return self.params["alpha"]
 
     @cached_property
     def parents(self) -> torch.Tensor:

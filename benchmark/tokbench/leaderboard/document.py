@@ -206,6 +206,8 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     if brief:
         return blocks + failures
     blocks += [Folded("Protocol", [Bullets(report.protocol)])]
+    if report.compute is not None:
+        blocks += [Folded("Compute", [Paragraph(report.compute.text()), *report.compute.tables()])]
     if linked:
         rungs = ("the scores by training budget and at longer evaluation lengths, the accuracy of every model at "
                  "every rung, " if scores is not None else "")

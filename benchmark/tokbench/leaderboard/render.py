@@ -330,6 +330,7 @@ def _board_json(report: Report) -> dict[str, Any]:
     board = report.board
     return {
         **({"scores": _scores_json(report)} if report.scores else {}),
+        **({"compute": report.compute.to_json()} if report.compute else {}),
         "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
                    "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
                    "citation": c.citation} for c in board.columns],

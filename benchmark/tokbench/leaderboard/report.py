@@ -2,7 +2,7 @@
 
 A :class:`Report` holds what the pages show: the cells (the section's board), the scores,
 the scores at each training budget, the length-generalisation scores, the claims and
-findings, the protocol and provenance lines, and the training budget in words.
+findings, the protocol and provenance lines, the training budget in words and the compute spent.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import Leaderboard, Section
 from tokbench.leaderboard.budgets import Budgets, budget_text, build_budgets
+from tokbench.leaderboard.compute import Compute, build_compute
 from tokbench.leaderboard.lengths import Lengths, build_lengths
 from tokbench.leaderboard.scores import Scores, build_scores
 
@@ -27,6 +28,7 @@ class Report:
     protocol: list[str]
     provenance: str
     budget: str
+    compute: Compute | None
 
     @property
     def board(self) -> Leaderboard:
@@ -45,7 +47,7 @@ def build_report(section: Section) -> Report:
     lengths = build_lengths(board, scores) if scores is not None else None
     claims = notes.score_claims(scores) + notes.stability_claims(budgets) if scores is not None else []
     return Report(section, scores, budgets, lengths, claims, notes.findings(board), notes.protocol(board),
-                  notes.provenance(board), budget_text(board))
+                  notes.provenance(board), budget_text(board), build_compute(board))
 
 
 def build_reports(sections: Sequence[Section]) -> list[Report]:

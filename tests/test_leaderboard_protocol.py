@@ -2,6 +2,8 @@
 budget, length generalisation, the pinned reference rows and the claims rules (synthetic records)."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -118,6 +120,9 @@ def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stabil
     assert "at most 3,000 optimiser steps per run" in report.budget and "target 9 of 27 runs" in report.budget
     md = render([report.section], "md")
     assert md.index("Training budget") < md.index("| model | Overall")  # the budget is named before the table
+    scored = [r for r in csv.DictReader(io.StringIO(render([report.section], "csv"))) if r["kind"] == "score"]
+    gru = {r["score_at"]: float(r["score_mean"]) for r in scored if r["model"] == "gru" and r["task_label"] == "mqar"}
+    assert gru == pytest.approx({"final": 0.5, "steps=100": 0.4, "steps=300": 0.45})
 
 
 def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
@@ -147,6 +152,10 @@ def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
         "score": None, "best": False, "not_applicable": True, "reason": why}
     md = render([report.section], "md")
     assert "value\\_attention at context\\_length x2" in md  # the attention metric beside the accuracy
+    scored = [r for r in csv.DictReader(io.StringIO(render([report.section], "csv"))) if r["kind"] == "score"]
+    longer = {r["model"]: r for r in scored if r["score_at"] == "eval:context_length x2" and r["task"] == "mqar"}
+    assert float(longer["attn-nope"]["score_mean"]) == pytest.approx(0.5)
+    assert longer["attn-learned"]["score_mean"] == ""  # n/a: a line without a number
 
 
 def test_claims_rules_no_loss_finding_and_sets_in_braces():

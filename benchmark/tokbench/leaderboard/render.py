@@ -21,7 +21,8 @@ from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
 from tokbench.leaderboard.report import Report
-from tokbench.leaderboard.scores import OVERALL, Score
+from tokbench.leaderboard.scale import FINAL
+from tokbench.leaderboard.scores import OVERALL, Score, Scores
 from tokbench.leaderboard.stats import INTERVAL, Stat
 from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
                                         number_text, score_table, training_table)
@@ -357,12 +358,15 @@ def to_json(reports: Sequence[Report]) -> str:
 def to_csv(reports: Sequence[Report]) -> str:
     """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI.
 
-    Where a section has ladders, five columns follow: ``kind`` (``cell``, or ``score`` for
-    a line of the score table: task_label names its column), the cell's ``ladder_rung``,
-    and the score's mean and interval.
+    Where a section has ladders, six columns follow: ``kind`` (``cell``, or ``score`` for
+    a line of a score table: task_label names its column), the cell's ``ladder_rung``, the
+    score's ``score_at`` (``final``, the main table; ``steps=B``, at training budget B;
+    ``eval:SETTING``, at a longer evaluation setting such as ``context_length=x2``) and the
+    score's mean and interval.
     """
     cells = [(r.name, cell) for r in reports for column in r.board.columns for cell in r.board.column_cells(column)]
     scores = {r.name: r.scores for r in reports if r.scores}
+    score_tables = {r.name: _score_tables(r) for r in reports if r.scores}
     found = {m for _, cell in cells for m in cell.metrics}
     metrics = list(CORE_METRICS) + sorted(found - set(CORE_METRICS))
     extra = {"untrained_accuracy": lambda c: c.untrained, "steps": lambda c: c.steps,
@@ -372,7 +376,7 @@ def to_csv(reports: Sequence[Report]) -> str:
     writer.writerow(["section", "task_label", "task", "task_version", "eval_split", "task_params", "model_label",
                      "model", "model_version", "model_params", "train_params", "seeds", "failed", "best",
                      *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "low", "high")),
-                     *(["kind", "ladder_rung", "score_mean", "score_low", "score_high"] if scores else [])])
+                     *(["kind", "ladder_rung", "score_at", "score_mean", "score_low", "score_high"] if scores else [])])
     rungs = {(column.key, name): rung.index for name, board_scores in scores.items()
              for ladder in board_scores.ladders for rung in ladder.rungs for column in rung.columns}
     for name, cell in cells:
@@ -382,21 +386,32 @@ def to_csv(reports: Sequence[Report]) -> str:
                 row.label, row.model, row.version, canonical(row.params), canonical(row.train)]
         writer.writerow([*map(_csv_text, text), " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
                          *(_csv_number(v) for s in stats for v in ((s.mean, s.low, s.high) if s else (None,) * 3)),
-                         *(["cell", rungs.get((column.key, name), "")] + [""] * 3 if scores else [])])
+                         *(["cell", rungs.get((column.key, name), "")] + [""] * 4 if scores else [])])
     blank = [""] * (3 * (len(metrics) + len(extra)))
-    for name, board_scores in scores.items():
-        for row in board_scores.rows:
-            for column in board_scores.columns:
-                score = board_scores.score(column, row)
-                if score.stat is None and not score.not_applicable:
-                    continue
-                task = "" if column == OVERALL else column
-                text = [name, board_scores.title(column), task, "", "", "", row.label, row.model, row.version,
-                        canonical(row.params), canonical(row.train)]
-                values = ((score.stat.mean, score.stat.low, score.stat.high) if score.stat else (None,) * 3)
-                writer.writerow([*map(_csv_text, text), "", "", score.best, *blank, "score", "",
-                                 *(_csv_number(v) for v in values)])
+    for name, tables in score_tables.items():
+        for at, board_scores in tables:
+            for row in board_scores.rows:
+                for column in board_scores.columns:
+                    score = board_scores.score(column, row)
+                    if score.stat is None and not score.not_applicable:
+                        continue
+                    task = "" if column == OVERALL else column
+                    text = [name, board_scores.title(column), task, "", "", "", row.label, row.model, row.version,
+                            canonical(row.params), canonical(row.train)]
+                    values = ((score.stat.mean, score.stat.low, score.stat.high) if score.stat else (None,) * 3)
+                    writer.writerow([*map(_csv_text, text), "", "", score.best, *blank, "score", "", at,
+                                     *(_csv_number(v) for v in values)])
     return out.getvalue()
+
+
+def _score_tables(report: Report) -> list[tuple[str, Scores]]:
+    """A section's score tables with their ``score_at`` label: the main one, then by budget, then by setting."""
+    assert report.scores is not None
+    budgets = report.budgets.tables if report.budgets else {}
+    lengths = report.lengths.tables if report.lengths else {}
+    return [("final", report.scores), *((f"steps={label}", table) for label, table in budgets.items()
+                                        if label != FINAL),
+            *((f"eval:{setting}", table) for setting, table in lengths.items())]
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

@@ -10,7 +10,7 @@ from leaderboard_synth import record
 from run_support import write_suite
 from tokbench import verification
 from tokbench.cli import main
-from tokbench.results import load_records, provenance
+from tokbench.results import STAMP, load_records, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = {"python": "3.11.7", "torch": "2.13.0", "lightning": "2.6.0", "device": "cpu", "cpu": "x86_64 Some CPU"}
@@ -82,7 +82,20 @@ def test_verify_reproduces_fresh_records_and_catches_an_edited_one(tmp_path, cap
     assert main(["verify", str(runs), "--sample", "2"]) == 1
     captured = capsys.readouterr()
     assert "FAIL" in captured.out and "accuracy" in captured.out and "1 do not" in captured.err
-    assert len(load_records(runs).records) == 2  # verify writes nothing
+    assert len(load_records(runs).records) == 2 and not (runs / STAMP).exists()  # verify writes nothing
+
+    # --stamp leaves what it found beside the records, never read as a record; the leaderboard states it
+    assert main(["verify", str(runs), "--sample", "2", "--stamp"]) == 1
+    found = json.loads((runs / STAMP).read_text())
+    assert (found["checked"], found["reproduced"], found["same_environment"], found["sample"]) == (2, 1, 2, 2)
+    assert found["failed"] == [f"random-walk x attn-nope seed {rec['seed']} ({rec['config_hash']}): differs in "
+                               "accuracy, normalized_accuracy"]
+    loaded = load_records(runs, strict=True)
+    assert len(loaded.records) == 2 and not loaded.problems
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
+    page = capsys.readouterr().out
+    assert "retrained 2 of its 2 records (all in the records' own environment" in page
+    assert "1 of 2 reproduced; not: random-walk x attn-nope" in page
 
 
 @pytest.mark.parametrize("args, message", [
@@ -108,3 +121,11 @@ def test_published_records_verify(section, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     assert main(["verify", f"leaderboard/records/{section}", "--sample", "5"]) == 0, capsys.readouterr()
     assert provenance(None)["cpu"]
+
+
+def test_a_stamp_in_words_says_where_and_what_reproduced():
+    found = {"commit": "0123456789abcdef", "checked_at": "2026-12-01T12:00:00Z", "records": 378, "sample": 5,
+             "checked": 5, "reproduced": 5, "same_environment": 0, "failed": []}
+    assert verification.stamp_sentence(found) == (
+        "`tokbench verify --sample 5` at commit 0123456789ab (2026-12-01) retrained 5 of its 378 records (5 in "
+        "another environment, where accuracies must agree within 0.02): all 5 reproduced.")

@@ -311,10 +311,14 @@ class LoadedRecords:
     duplicates: list[RecordError] = field(default_factory=list)  # a second file of one pairing, naming both
 
 
+STAMP = "VERIFICATION.json"  # what `tokbench verify --stamp` writes into a records folder: not a record
+
+
 def record_files(root: Path) -> Iterator[Path]:
-    """Every ``*.json`` under ``root``, skipping hidden files and folders (temporary files of writes)."""
+    """Every ``*.json`` under ``root``, skipping hidden files and folders (temporary files of writes) and
+    :data:`STAMP` files."""
     for path in sorted(root.rglob("*.json")):
-        if not any(part.startswith(".") for part in path.relative_to(root).parts):
+        if path.name != STAMP and not any(part.startswith(".") for part in path.relative_to(root).parts):
             yield path
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,3 +159,45 @@ def rebuild(record: Record, registry: Any) -> tuple[Any, str | None]:
                  for key, value in rebuilt[space].items() if key not in stored.get(space, {})]
         note = "parameters added since, at their defaults: " + ", ".join(added)
     return pairing, note
+
+
+def stamp(verdicts: Sequence[Verdict], records: int, sample_size: int | None, seed: int,
+          here: Mapping[str, Any]) -> dict[str, Any]:
+    """What a finished ``tokbench verify --stamp`` leaves beside the records (:data:`~tokbench.results.STAMP`): the
+    commit and environment it ran at, how many of how many records it retrained and how many reproduced, and a
+    line per record that did not."""
+    from tokbench.results import utc_now
+
+    failed = [f"{v.record['task']} x {v.record['model']} seed {v.record['seed']} ({v.record['config_hash']}): "
+              + (v.error or "differs in " + ", ".join(v.mismatches)) for v in verdicts if not v.ok]
+    return {"commit": here.get("git_commit"), "checked_at": utc_now(), "records": records,
+            "sample": sample_size, "seed": seed, "checked": len(verdicts), "reproduced": len(verdicts) - len(failed),
+            "same_environment": sum(v.exact for v in verdicts), "failed": failed,
+            "environment": {key: here.get(key) for key in ENVIRONMENT_KEYS if key != "threads"}}
+
+
+def stamp_sentence(found: Mapping[str, Any]) -> str:
+    """The stamp in words, for the leaderboard: at which commit, how many reproduced, where they did not."""
+    commit = str(found.get("commit") or "an uncommitted tree")[:12]
+    exact, checked = found["same_environment"], found["checked"]
+    where = ("all in the records' own environment, so bit-identical was required" if exact == checked else
+             f"{checked - exact} in another environment, where accuracies must agree within {ACCURACY_TOLERANCE:g}")
+    verdict = (f"all {checked} reproduced" if found["reproduced"] == checked else
+               f"{found['reproduced']} of {checked} reproduced; not: " + "; ".join(found["failed"]))
+    return (f"`tokbench verify --sample {found['sample'] or 'all'}` at commit {commit} "
+            f"({found['checked_at'][:10]}) retrained {checked} of its {found['records']} records ({where}): "
+            f"{verdict}.")
+
+
+def read_stamp(folder: Path) -> dict[str, Any] | None:
+    """The stamp in ``folder`` (None where there is none, or it is not a stamp this version wrote)."""
+    import json
+
+    from tokbench.results import STAMP
+
+    try:
+        found = json.loads((folder / STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    keys = ("commit", "checked_at", "records", "sample", "checked", "reproduced", "same_environment", "failed")
+    return found if isinstance(found, dict) and all(key in found for key in keys) else None

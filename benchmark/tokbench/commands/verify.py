@@ -51,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="train nothing: check every record and the published folder's manifest (SHA256SUMS, "
                              "written by `tokbench leaderboard --format all`): no file edited, added or removed "
                              "since publishing")
+    parser.add_argument("--stamp", action="store_true",
+                        help="when every sampled record was checked, write what was found (commit, environment, "
+                             "how many reproduced, which did not) to RECORDS/VERIFICATION.json, which `tokbench "
+                             "leaderboard` states in the section of those records")
     parser.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                         help="worker processes (default: the usable cores divided by each record's threads)")
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
@@ -125,7 +129,21 @@ def _retrain(args: argparse.Namespace, chosen: list[dict[str, Any]], total: int)
         print("tokbench: interrupted; the records above were checked", file=sys.stderr)
         return EXIT_INTERRUPTED
     bad = _summary(verdicts, len(chosen))
+    if args.stamp:
+        _write_stamp(args, verdicts, total, here)
     return 1 if bad else 0
+
+
+def _write_stamp(args: argparse.Namespace, verdicts: list[Verdict], total: int, here: Mapping[str, Any]) -> None:
+    import json
+
+    from tokbench import verification
+    from tokbench.results import STAMP, git_commit
+    from tokbench.storage import atomic_write
+
+    found = verification.stamp(verdicts, total, args.sample, args.seed, {**here, "git_commit": git_commit()})
+    path = atomic_write(args.records / STAMP, json.dumps(found, indent=2) + "\n")
+    print(f"wrote {path}: {found['reproduced']} of {found['checked']} reproduced", flush=True)
 
 
 def _rerun_all(args: argparse.Namespace, group: list[tuple[Any, dict[str, Any], str | None]], threads: int,

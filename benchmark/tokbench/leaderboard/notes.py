@@ -21,9 +21,11 @@ oracle, or about a task scored on its training split against the optimum.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+from tokbench import verification
 from tokbench.leaderboard import stats
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Leaderboard, format_value
 from tokbench.leaderboard.scores import Scores, learned
@@ -295,9 +297,10 @@ def format_set(values: list) -> str:
     return "{" + ", ".join(format_value(v) for v in values) + "}"
 
 
-def provenance(board: Leaderboard) -> str:
+def provenance(board: Leaderboard, stamps: Sequence[Mapping[str, Any]] = ()) -> str:
     """Where the section's records come from: the commits they were produced at (with how many records each),
-    the versions, and how to learn whether the current code would change them."""
+    the versions, and whether a later code still reproduces them: what ``tokbench verify --stamp`` found (its
+    ``stamps``, one per records folder), or how to find out."""
     values: dict[str, Counter[str]] = defaultdict(Counter)
     for cell in board.cells.values():
         for rec in cell.ok + cell.failed:
@@ -310,11 +313,15 @@ def provenance(board: Leaderboard) -> str:
     commits = values["git_commit"]
     at = (f"commit {next(iter(commits))}" if len(commits) == 1 else
           f"{len(commits)} commits (" + ", ".join(f"{c} {n}" for c, n in sorted(commits.items())) + " records)")
-    return (f"Produced at {at}: {board.record_count()} run records, tokbench {joined('tokbench_version')}, torch "
-            f"{joined('torch')}, Lightning {joined('lightning')}, Python {joined('python')}, on {joined('device')}. "
-            "Whether the current code would change them is not in the records: `tokbench verify RECORDS --sample N` "
-            "(RECORDS: this section's record folder) retrains a sample at the current code and reports every metric "
-            "that does not reproduce.")
+    produced = (f"Produced at {at}: {board.record_count()} run records, tokbench {joined('tokbench_version')}, "
+                f"torch {joined('torch')}, Lightning {joined('lightning')}, Python {joined('python')}, on "
+                f"{joined('device')}. ")
+    if stamps:
+        return produced + "Checked since: " + " ".join(verification.stamp_sentence(s) for s in stamps) + \
+            " A later commit may differ: `tokbench verify RECORDS --sample N` checks the current code."
+    return produced + ("Whether the current code would change them is not in the records: `tokbench verify RECORDS "
+                       "--sample N` (RECORDS: this section's record folder) retrains a sample at the current code "
+                       "and reports every metric that does not reproduce.")
 
 
 def _comparison_json(comparison: Comparison | None) -> dict[str, Any] | None:

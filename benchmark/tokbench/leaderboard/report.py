@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tokbench import verification
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import Leaderboard, Section
 from tokbench.leaderboard.budgets import Budgets, budget_text, build_budgets
@@ -47,7 +48,12 @@ def build_report(section: Section) -> Report:
     lengths = build_lengths(board, scores) if scores is not None else None
     claims = notes.score_claims(scores) + notes.stability_claims(budgets) if scores is not None else []
     return Report(section, scores, budgets, lengths, claims, notes.findings(board), notes.protocol(board),
-                  notes.provenance(board), budget_text(board), build_compute(board))
+                  notes.provenance(board, stamps(section)), budget_text(board), build_compute(board))
+
+
+def stamps(section: Section) -> list[dict]:
+    """What ``tokbench verify --stamp`` found in the section's record folders, one stamp per folder that has one."""
+    return [found for folder in section.sources if (found := verification.read_stamp(folder)) is not None]
 
 
 def build_reports(sections: Sequence[Section]) -> list[Report]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_synth import record
+from leaderboard_synth import record, write
 from run_support import write_suite
 from tokbench import verification
 from tokbench.cli import main
@@ -96,6 +96,13 @@ def test_verify_reproduces_fresh_records_and_catches_an_edited_one(tmp_path, cap
     page = capsys.readouterr().out
     assert "retrained 2 of its 2 records (all in the records' own environment" in page
     assert "1 of 2 reproduced; not: random-walk x attn-nope" in page
+
+
+def test_no_stamp_where_a_sampled_record_cannot_be_rebuilt_here(tmp_path, capsys):
+    runs = write(tmp_path / "runs", [record(task="plugin-task-not-installed")])
+    assert main(["verify", str(runs), "--stamp"]) == 1
+    assert "no stamp written: 1 of the sampled records cannot be rebuilt here" in capsys.readouterr().err
+    assert not (runs / STAMP).exists()
 
 
 @pytest.mark.parametrize("args, message", [

@@ -108,12 +108,14 @@ def _retrain(args: argparse.Namespace, chosen: list[dict[str, Any]], total: int)
           f"(here: {', '.join(f'{k} {here[k]}' for k in ENVIRONMENT_KEYS if k in here)})", flush=True)
     verdicts: list[Verdict] = []
     pending: dict[int, list[tuple[Any, dict[str, Any], str | None]]] = {}  # threads -> (pairing, record, note)
+    unbuildable = 0  # records this installation cannot rebuild (a missing plugin): no verdict on the records
     for record in chosen:
         exact = verification.same_environment(record, here)
         try:
             pairing, note = verification.rebuild(record, registry)
         except UsageError as exc:
             verdicts.append(_report(Verdict(record, exact, error=str(exc)), here))
+            unbuildable += 1
             continue
         pending.setdefault(verification.threads(record), []).append((pairing, record, note))
     def judge(record: dict[str, Any], rerun: dict[str, Any], note: str | None) -> None:
@@ -129,7 +131,10 @@ def _retrain(args: argparse.Namespace, chosen: list[dict[str, Any]], total: int)
         print("tokbench: interrupted; the records above were checked", file=sys.stderr)
         return EXIT_INTERRUPTED
     bad = _summary(verdicts, len(chosen))
-    if args.stamp:
+    if args.stamp and unbuildable:
+        print(f"tokbench: no stamp written: {unbuildable} of the sampled records cannot be rebuilt here (see FAIL "
+              "above); a stamp says whether records reproduce, not what is installed", file=sys.stderr)
+    elif args.stamp:
         _write_stamp(args, verdicts, total, here)
     return 1 if bad else 0
 

@@ -91,3 +91,10 @@ def test_a_newer_contract_is_refused_at_load_in_one_line(cli, plugin_site):
     report = json.loads(cli("plugins", "--json", env=env).stdout)
     future = next(p for p in report if p["name"] == "future")
     assert future["status"] == "error" and "upgrade tokbench" in future["error"] and "\n" not in future["error"]
+
+
+def test_the_plugins_table_shows_each_contract_and_marks_the_adapted(cli, plugin_site):
+    listing = cli("plugins", env={**plugin_site(old="contract_v1"), "COLUMNS": "250"})
+    assert listing.returncode == 0
+    rows = {line.split("│")[1].strip(): line for line in listing.stdout.splitlines() if line.startswith("│")}
+    assert "│ 1 (adapted) " in rows["old"] and "│ 2 " in rows["walks"]

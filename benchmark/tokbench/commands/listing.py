@@ -8,6 +8,7 @@ import json
 from rich.markup import escape
 from rich.table import Table
 
+from tokbench import hookspecs
 from tokbench.commands import loaded_registry, output_console
 from tokbench.params import parse_assignments
 from tokbench.specs import ModelSpec, TaskSpec
@@ -68,15 +69,22 @@ def _plugins(args: argparse.Namespace) -> int:
         print(json.dumps([p.to_json() for p in reg.plugins], indent=2))
         return 0
     table = Table(title=f"{len(reg.plugins)} plugins (entry-point group 'tokbench')", title_justify="left")
-    for column in ("name", "distribution", "status", "hooks", "registered", "error"):
+    for column in ("name", "distribution", "status", "contract", "hooks", "registered", "error"):
         table.add_column(column, overflow="fold")
     for p in reg.plugins:
         registered = ", ".join(p.tasks + p.models)
         style = {"ok": "green", "error": "red", "disabled": "yellow"}[p.status]
         table.add_row(escape(p.name), escape(f"{p.distribution} {p.version}"), f"[{style}]{p.status}[/]",
-                      ", ".join(p.hooks), escape(registered), escape(p.error or ""))
+                      _contract_text(p.contract), ", ".join(p.hooks), escape(registered), escape(p.error or ""))
     output_console().print(table)
     return 0
+
+
+def _contract_text(contract: int | None) -> str:
+    """The plugin's contract, marked where it runs through the adapter of an older one; blank if never read."""
+    if contract is None:
+        return ""
+    return str(contract) if contract >= hookspecs.CONTRACT else f"{contract} (adapted)"
 
 
 def _params_table(spec: TaskSpec | ModelSpec, values: dict) -> Table:

@@ -23,19 +23,24 @@ from tokbench.results import load_records
 from tokbench.specs import Recipe
 
 
-def curves(folder: Path) -> tuple[dict[tuple[str, str], dict[int, list[float]]], dict[tuple[str, str], bool]]:
-    """Test accuracy per budget step, one list entry per seed, keyed by (task, model); and per cell whether
-    every seed stopped at its target (the optimum reached: nothing left to learn).
+Cell = tuple[str, str, str]  # (task, ladder rung or "", model)
+
+
+def curves(folder: Path) -> tuple[dict[Cell, dict[int, list[float]]], dict[Cell, bool]]:
+    """Test accuracy per budget step, one list entry per seed, keyed by (task, rung, model), the rung being the
+    record's ladder rung (a suite's ladder climbs one task through several settings; "" for a record off any
+    ladder); and per cell whether every seed stopped at its target (the optimum reached: nothing left to learn).
 
     A record that stopped before a budget (its target reached, or a plateau) keeps its final accuracy at
     every later budget: training had ended, so that is the model it would report there.
     """
-    by_cell: dict[tuple[str, str], list[list[dict]]] = defaultdict(list)
-    solved: dict[tuple[str, str], bool] = {}
+    by_cell: dict[Cell, list[list[dict]]] = defaultdict(list)
+    solved: dict[Cell, bool] = {}
     budgets: set[int] = set()
     for record in load_records(folder).records.values():
         if record.get("status") == "ok" and record.get("budget_curve"):
-            cell = record["task"], record["model"]
+            rung = record.get("ladder", {}).get("rung", "")
+            cell = record["task"], str(rung), record["model"]
             by_cell[cell].append(record["budget_curve"])
             solved[cell] = solved.get(cell, True) and record["train"].get("stopped_because") == "target"
             budgets |= set(record["params"]["train"].get("budgets", Recipe().budgets))
@@ -60,17 +65,17 @@ def plateau(means: dict[int, float], tolerance: float, solved: bool = False) -> 
     return first, rising
 
 
-def rows(table: dict[tuple[str, str], dict[int, list[float]]], solved: dict[tuple[str, str], bool],
+def rows(table: dict[Cell, dict[int, list[float]]], solved: dict[Cell, bool],
          tolerance: float) -> tuple[list[str], list[list]]:
     steps = sorted({step for cell in table.values() for step in cell})
-    header = ["task", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "solved", "still rising"]
+    header = ["task", "rung", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "solved", "still rising"]
     body = []
-    for (task, model), per_step in sorted(table.items()):
+    for (task, rung, model), per_step in sorted(table.items()):
         means = {step: fmean(values) for step, values in per_step.items()}
-        first, rising = plateau(means, tolerance, solved[task, model])
+        first, rising = plateau(means, tolerance, solved[task, rung, model])
         seeds = len(next(iter(per_step.values())))
-        body.append([task, model, seeds, *[f"{means[step]:.3f}" for step in steps], first,
-                     "yes" if solved[task, model] else "", "yes" if rising else ""])
+        body.append([task, rung, model, seeds, *[f"{means[step]:.3f}" for step in steps], first,
+                     "yes" if solved[task, rung, model] else "", "yes" if rising else ""])
     return header, body
 
 
@@ -79,12 +84,15 @@ def main() -> int:
     parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
     parser.add_argument("--tolerance", type=float, default=0.02, help="accuracy within which a curve is flat")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
+    parser.add_argument("--rising", action="store_true", help="only the cells still rising at their cap")
     args = parser.parse_args()
     table, solved = curves(args.records)
     if not table:
         print(f"error: no ok records with a budget_curve in {args.records}", file=sys.stderr)
         return 2
     header, body = rows(table, solved, args.tolerance)
+    if args.rising:
+        body = [row for row in body if row[-1]]
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple"))
     return 0
 

@@ -49,6 +49,20 @@ def test_chance_scale_is_paired_per_record_and_the_oracle_is_exactly_one():
     assert scores.score("mqar", _row(scores, "transformer")).stat.mean == pytest.approx(expected)
 
 
+def test_a_model_that_beats_the_oracle_on_its_test_sequences_by_luck_scores_at_most_one():
+    # majority with ties: on one finite test set a model can out-guess the oracle's tie-breaking (seen: attn-learned
+    # at 1.012, 0.997 and 1.040 on the V = 2 rung); the expected score cannot exceed 1, so neither may the mean
+    lucky = v3(_model("majority", "attn-learned", [0.905], spread=0.0), chance=0.5, oracle=0.9)
+    for rec, accuracy in zip(lucky, (0.905, 0.899, 0.916)):
+        rec["metrics"]["accuracy"] = rec["metrics"]["test_accuracy"] = accuracy
+        rec["metrics"]["normalized_accuracy"] = accuracy / rec["metrics"]["bayes_accuracy"]
+    scores = build_scores(build(lucky))
+    row = _row(scores, "attn-learned")
+    for column in ("majority", OVERALL):
+        stat = scores.score(column, row).stat
+        assert stat.mean == 1.0 and stat.high == 1.0 and stat.low < 1.0
+
+
 def test_records_before_v3_keep_the_bayes_scale_and_say_so():
     report = build_report(sections(ladder("mqar", "transformer", [0.72, 0.72, 0.72], bayes=0.8, spread=0.0))[0])
     score = report.scores.score("mqar", report.scores.rows[0])
@@ -156,6 +170,21 @@ def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     longer = {r["model"]: r for r in scored if r["score_at"] == "eval:context_length x2" and r["task"] == "mqar"}
     assert float(longer["attn-nope"]["score_mean"]) == pytest.approx(0.5)
     assert longer["attn-learned"]["score_mean"] == ""  # n/a: a line without a number
+
+
+def test_a_multiple_a_task_could_not_resolve_shares_the_column_of_the_resolved_ones():
+    # sparse-selection has no context_length: its records keep "x2", unresolved and not applicable
+    resolved = [{"overrides": {"context_length": 16}, "status": "ok",
+                 "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    why = "a longer context needs position tokens the model never embedded"
+    unresolved = [{"overrides": {"context_length": "x2"}, "status": "not_applicable", "reason": why}]
+    recs = (v3(_model("mqar", "attn-nope", [0.9], axes={"K": [4], "context_length": [8]}), chance=0.1,
+               evaluations=resolved)
+            + v3(_model("sparse-selection", "attn-nope", [0.9], axes={"q": [1]}), chance=0.1, evaluations=unresolved))
+    report = build_report(sections(recs, "tokbench")[0])
+    assert report.lengths.settings == ["context_length x2"]
+    table = report.lengths.tables["context_length x2"]
+    assert table.score("sparse-selection", _row(table, "attn-nope")).reason == why
 
 
 def test_claims_rules_no_loss_finding_and_sets_in_braces():

@@ -35,7 +35,7 @@ _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
 _BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train", "ladder", "sweep",
                "evaluate")
-_MULTIPLE = re.compile(r"^x([1-9][0-9]*)$")  # an evaluation value as a multiple of the training value: "x2"
+MULTIPLE = re.compile(r"^x([1-9][0-9]*)$")  # an evaluation value as a multiple of the training value: "x2"
 _SWEEP_KEYS = ("lr_factors", "weight_decay")
 
 KeyPath = tuple[str | int, ...]
@@ -83,7 +83,7 @@ def evaluation_value(value: Any) -> int | str:
     the training value); raises ``ValueError`` saying what is allowed."""
     if isinstance(value, str):
         text = value.strip()
-        if _MULTIPLE.match(text):
+        if MULTIPLE.match(text):
             return text
         try:
             value = int(text)
@@ -97,7 +97,7 @@ def evaluation_value(value: Any) -> int | str:
 def evaluation_setting(task_params: Mapping[str, Any], axis: str, value: int | str) -> Any:
     """The value of ``axis`` that ``value`` means for a task trained at ``task_params``: ``"xN"`` is N times the
     training value; a task without the parameter keeps it as written (its evaluation is not applicable)."""
-    multiple = _MULTIPLE.match(value) if isinstance(value, str) else None
+    multiple = MULTIPLE.match(value) if isinstance(value, str) else None
     if multiple is None or axis not in task_params:
         return value
     return int(multiple.group(1)) * task_params[axis]

@@ -21,6 +21,7 @@ from typing import Any, Union
 
 from tokbench.leaderboard.aggregate import format_value
 from tokbench.leaderboard.stats import binomial_var
+from tokbench.suites import MULTIPLE
 
 CHANCE_SCALE = "(accuracy - chance) / (oracle - chance)"
 BAYES_SCALE = "accuracy / Bayes optimum"
@@ -120,13 +121,22 @@ def budgets(records: list[dict[str, Any]]) -> list[int]:
 
 
 def setting(record: dict[str, Any], overrides: dict[str, Any]) -> str:
-    """An evaluation setting's name, relative to the training value where both are numbers: ``context_length x2``."""
+    """An evaluation setting's name, relative to the training value where both are numbers: ``context_length x2``.
+
+    A multiple the task could not resolve (it has no such parameter, so the setting did not apply) keeps its
+    name as declared, ``x2``, so that it shares its column with the resolved ones.
+    """
     trained = record["params"]["task"]
     parts = []
     for key in sorted(overrides):
         value, base = overrides[key], trained.get(key)
         numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (value, base))
-        parts.append(f"{key} x{value / base:g}" if numbers and base else f"{key}={format_value(value)}")
+        if numbers and base:
+            parts.append(f"{key} x{value / base:g}")
+        elif isinstance(value, str) and (multiple := MULTIPLE.match(value)):
+            parts.append(f"{key} x{multiple.group(1)}")
+        else:
+            parts.append(f"{key}={format_value(value)}")
     return ", ".join(parts)
 
 

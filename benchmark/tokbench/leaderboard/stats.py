@@ -168,19 +168,25 @@ def seeds_needed(values: Sequence[float], eval_var: float, half_width: float, ca
 
 def summarise(values: Sequence[float], eval_var: float = 0.0, bounds: tuple[float, float] = UNBOUNDED,
               confidence: float = CONFIDENCE) -> Stat:
-    """The mean of ``values`` (one per seed) and its interval, inside ``bounds``.
+    """The mean of ``values`` (one per seed) and its interval, both inside ``bounds``.
 
     ``eval_var`` is the variance of one value from its evaluation set alone (0 when
-    unknown).
+    unknown). The mean is cut to ``bounds`` too (:func:`inside`).
     """
     n = len(values)
     if n == 0:
         raise ValueError("no values to summarise")
-    centre = mean(values)
+    centre = inside(mean(values), bounds)
     if n < 2:
         return Stat(centre, None, None, n)
     half = _half_width(values, eval_var, confidence)
     return Stat(centre, max(bounds[0], centre - half), min(bounds[1], centre + half), n)
+
+
+def inside(value: float, bounds: tuple[float, float]) -> float:
+    """``value`` cut to ``bounds``: the estimate of a quantity that cannot leave them (a score's expectation is at
+    most 1: a model that beats the oracle on one finite test set did so by luck, e.g. on the ties of a vote)."""
+    return min(max(value, bounds[0]), bounds[1])
 
 
 def seed_mean(values: Sequence[float | None]) -> float:
@@ -295,11 +301,12 @@ class Estimate:
         return _satterthwaite(self.terms)
 
     def stat(self, bounds: tuple[float, float] = UNBOUNDED, confidence: float = CONFIDENCE) -> Stat:
-        """The value with its ``confidence`` interval (t on the Welch-Satterthwaite df), inside ``bounds``."""
+        """The value with its ``confidence`` interval (t on the Welch-Satterthwaite df), both inside ``bounds``."""
+        value = inside(self.value, bounds)
         if self.var is None:
-            return Stat(self.value, None, None, self.seeds)
+            return Stat(value, None, None, self.seeds)
         half = _welch_half_width(self.var, self.terms, confidence)
-        return Stat(self.value, max(bounds[0], self.value - half), min(bounds[1], self.value + half), self.seeds)
+        return Stat(value, max(bounds[0], value - half), min(bounds[1], value + half), self.seeds)
 
 
 def _satterthwaite(terms: Sequence[tuple[float, int]]) -> float | None:

@@ -193,9 +193,11 @@ def test_a_recipe_without_the_new_keys_keeps_its_schema_2_identity():
     import json
     from pathlib import Path
 
+    from tokbench.results import record_files
+
     published = Path(__file__).parents[1] / "leaderboard" / "records" / "paper"
-    record = json.loads(next(p for p in sorted(published.glob("*.json"))
-                             if json.loads(p.read_text())["params"]["train"]).read_text())
+    record = json.loads(next(p for p in record_files(published) if json.loads(p.read_text())["params"]["train"])
+                        .read_text())
     stored = record["params"]["train"]
     rebuilt = Recipe().override({k: v for k, v in stored.items() if k != "early_stop"})
     assert json.loads(json.dumps(rebuilt.identity())) == stored  # hence the same config hash

@@ -12,8 +12,8 @@ from leaderboard_synth import record, seeds, write
 from test_records import ok_record
 from tokbench.cli import main
 from tokbench.leaderboard.publish import FILES
-from tokbench.results import (SCHEMA_VERSION, RecordError, config_hash, load_records, record_filename, record_schema,
-                              write_record)
+from tokbench.results import (SCHEMA_VERSION, STAMP, RecordError, config_hash, load_records, record_filename,
+                              record_files, record_schema, write_record)
 
 
 def _tampered(tmp_path: Path, **metrics: float) -> Path:
@@ -140,8 +140,9 @@ def test_the_published_schema_is_the_one_the_loader_uses():
     assert json.loads(docs.read_text()) == record_schema()
     published = Path(__file__).parents[1] / "leaderboard" / "records"
     loaded = load_records(published)
-    files = list(published.rglob("*.json"))  # every published record loads, none is skipped
+    files = list(record_files(published))  # every published record loads, none is skipped
     assert files and len(loaded.records) == len(files) and not loaded.problems
+    assert {p.name for p in published.rglob("*.json")} - {p.name for p in files} <= {STAMP}  # only stamps aside
     assert all(r["config_hash"] == config_hash(r) for r in loaded.records.values())
 
 

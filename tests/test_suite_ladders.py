@@ -12,7 +12,7 @@ from tokbench.harness import PairingResult
 from tokbench.outcome import Outcome, record_of
 from tokbench.params import Param
 from tokbench.plugins import registry
-from tokbench.results import validate
+from tokbench.results import record_files, validate
 from tokbench.specs import Recipe, TaskSpec
 from tokbench.suites import SuiteError, load_suite, parse_suite
 
@@ -301,7 +301,7 @@ def test_explicit_steps_get_the_same_recipe_with_or_without_a_budget():
 # ---- the built-in suites keep their hashes -----------------------------------------------------------------------
 
 def test_every_published_paper_record_is_still_planned_by_the_paper_suite():
-    records = [json.loads(path.read_text()) for path in sorted((PUBLISHED / "paper").glob("*.json"))]
+    records = [json.loads(path.read_text()) for path in record_files(PUBLISHED / "paper")]
     assert records
     variants = {id(p.variant): p.variant for p in expand(load_suite("paper"), registry())}.values()
     seeds = range(max(r["seed"] for r in records) + 1)  # adaptive seeds go beyond the suite's

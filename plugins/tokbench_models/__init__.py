@@ -64,20 +64,20 @@ TRANSFORMERS = (_transformer("transformer", 1), _transformer("transformer-2l", 2
 
 LINEAR_ATTENTION = ModelSpec(
     name="linear-attention",
-    version="1",
+    version="2",
     family="linear attention",
     description=(
         "Causal linear attention with the elu(x) + 1 feature map in the pre-LN decoder of `transformer` "
         "(2 layers by default); trained with running sums (linear in the context length), and its normalised "
         "weights phi(q).phi(k) / sum phi(q).phi(k') are its attention. Positions only through a table on the "
-        f"embeddings (learned by default). Recipe: {ADAMW_COSINE.describe()}."
+        f"embeddings (fixed sinusoids by default, so it runs at any length). Recipe: {ADAMW_COSINE.describe()}."
     ),
     citation="Katharopoulos, Vyas, Pappas & Fleuret, Transformers are RNNs, ICML 2020, arXiv:2006.16236",
     implementation="tokbench_models.linear_attention:LinearTransformer",
-    params=_decoder_params(TABLE_ENCODINGS, layers=2, positional="learned"),
+    # version 2: sinusoids by default (version 1: a learned table, which cannot run past the training length)
+    params=_decoder_params(TABLE_ENCODINGS, layers=2, positional="sinusoidal"),
     recipe=ADAMW_COSINE,
     predicts="every",
-    fixed_length=f"{FIXED_LEARNED} (its default positional=learned; nope or sinusoidal run at any length)",
 )
 
 # Recurrent nets are classically trained with Adam at a constant rate and clipped gradients.

@@ -138,11 +138,11 @@ def test_a_fixed_length_model_or_a_task_without_the_axis_is_not_applicable_never
     walk = reg.task("random-walk").create({"context_length": 8, "test_size": 16})
     fixed = reg.model("fixed-nope")
     model = fixed.build(fixed.resolve({}), walk)
-    entry = evaluate_setting(model, walk, fixed, {"context_length": 16}, 0)
+    entry = evaluate_setting(model, walk, fixed, {"context_length": 16}, 0, {})
     assert entry == {"overrides": {"context_length": 16}, "status": "not_applicable", "reason": FIXED}
-    assert evaluate_setting(model, walk, fixed, {"context_length": 8}, 0)["status"] == "ok"  # the same length
+    assert evaluate_setting(model, walk, fixed, {"context_length": 8}, 0, {})["status"] == "ok"  # the same length
     majority = reg.task("majority").create({})
-    entry = evaluate_setting(model, majority, fixed, {"context_length": "x2"}, 0)
+    entry = evaluate_setting(model, majority, fixed, {"context_length": "x2"}, 0, {})
     assert entry == {"overrides": {"context_length": "x2"}, "status": "not_applicable",
                      "reason": "it is only defined at one length"}
 
@@ -168,8 +168,9 @@ def test_a_length_limit_set_by_the_models_parameters_is_not_applicable_with_its_
         {"context_length": 8, "test_size": 16})
     spec = reg.model("transformer")
     assert not spec.fixed_length
-    model = spec.build(spec.resolve({"positional": "learned"}), walk)
-    entry = evaluate_setting(model, walk, spec, {"context_length": 16}, 0)
+    params = spec.resolve({"positional": "learned"})
+    model = spec.build(params, walk)
+    entry = evaluate_setting(model, walk, spec, {"context_length": 16}, 0, params)
     assert entry["status"] == "not_applicable" and "position" in entry["reason"]
     assert "metrics" not in entry
 
@@ -182,3 +183,15 @@ def test_show_prints_the_evaluation_axes_and_a_fixed_length(monkeypatch, capsys)
     assert "evaluation axes (what [grid.evaluate] may change): context_length" in capsys.readouterr().out
     assert main(["show", "model", "fixed-nope"]) == 0
     assert f"fixed length (not evaluated at other context lengths): {FIXED}" in capsys.readouterr().out
+
+
+def test_the_oracle_reads_the_answer_of_the_longer_task():
+    """causal-graph's Bayes predictor depends on its graph, one parent per position: at twice the length the oracle
+    must be that task's (the training task's failed the whole pairing: an index past its 19 parents)."""
+    reg = registry()
+    graph = reg.task("causal-graph").create({"states": 4, "context_length": 10, "test_size": 64})
+    spec = reg.model("bayes-optimal")
+    params = spec.resolve()
+    entry = evaluate_setting(spec.build(params, graph), graph, spec, {"context_length": 20}, 0, params)
+    assert entry["status"] == "ok", entry
+    assert entry["metrics"]["accuracy"] == entry["metrics"]["oracle_accuracy"]

@@ -557,7 +557,8 @@ def run_pairing(
     accuracy = eval_metrics.pop("accuracy")
     metrics.update(accuracy=accuracy, bayes_accuracy=bayes, normalized_accuracy=accuracy / bayes)
     metrics.update(eval_metrics)
-    evaluations = [evaluate_setting(kept.model, task, model_spec, overrides, seed) for overrides in evaluate_at]
+    evaluations = [evaluate_setting(kept.model, task, model_spec, overrides, seed, model_params)
+                   for overrides in evaluate_at]
     # the recipe, then what training did: "steps" is the number taken (0 without training, fewer on an early stop)
     train_info = {**kept.recipe.to_json(), "steps": kept.steps, "max_steps": kept.recipe.steps,
                   "stopped_because": kept.module.stopped_because, "final_loss": kept.module.last_loss,
@@ -573,14 +574,16 @@ def run_pairing(
 
 
 def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overrides: Mapping[str, Any],
-                     seed: int) -> dict[str, Any]:
+                     seed: int, model_params: Mapping[str, Any]) -> dict[str, Any]:
     """The trained ``model`` evaluated on a test split of ``task`` at ``overrides`` (say a longer context length).
 
     The task is rebuilt with ``spec.create({**params, **overrides})``, with its own Bayes optimum, and its
     test split has its own seed stream. The setting is ``not_applicable``, with the reason, when the task
     does not declare an overridden parameter in ``evaluation_axes``, or when it changes the context length
     and the model declares ``fixed_length``. The model, built at the training length, is fed the longer
-    sequences as they are.
+    sequences as they are; an oracle (``ModelSpec.oracle``: it reads the task's answer, and trains nothing) is
+    built again from ``model_params`` for the setting's task, whose answer it then reads (the task at the
+    training length may not even apply: causal-graph's graph has one parent per training position).
     """
     entry: dict[str, Any] = {"overrides": dict(overrides)}
     undeclared = [key for key in overrides if key not in task.spec.evaluation_axes]
@@ -591,6 +594,8 @@ def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overr
     setting = task.spec.create({**task.params, **overrides})
     if setting.context_length != task.context_length and model_spec.fixed_length:
         return {**entry, "status": "not_applicable", "reason": model_spec.fixed_length}
+    if model_spec.oracle:
+        model = model_spec.build(model_params, setting)
     generator = torch.Generator().manual_seed(derive_seed(seed, "data:test:" + canonical_json(dict(overrides))))
     split = setting.generate(setting.split_size("test"), generator)
     try:

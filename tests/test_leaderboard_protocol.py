@@ -139,6 +139,22 @@ def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stabil
     assert gru == pytest.approx({"final": 0.5, "steps=100": 0.4, "steps=300": 0.45})
 
 
+def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores_as_lower_bounds():
+    slow = v3(_model("mqar", "lstm", [0.69, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0,
+              budget={1000: 0.44, 2000: 0.56})  # first rung, at the cap of 3000 steps: +0.13 over the budget before
+    flat = v3(_model("mqar", "gru", [0.5, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0, budget={1000: 0.45, 2000: 0.49})
+    solved = v3(_model("mqar", "transformer", [0.99, 0.99, 0.99], spread=0.0), chance=0.0, oracle=1.0,
+                budget={1000: 0.6}, stopped="target")
+    for rec in solved:
+        rec["train"]["steps"] = 1500
+        rec["budget_curve"][-1]["step"] = 1500
+    report = build_report(sections(slow + flat + solved)[0])
+    assert "Still learning at the cap (1 cell;" in report.budget
+    assert "lstm on mqar K=4 context_length=8 (0.560 at 2,000 steps, 0.690 at 3,000" in report.budget
+    assert "gru" not in report.budget.split("Still learning")[1] and "transformer" not in report.budget
+    assert "Still learning" not in build_report(sections(flat + solved)[0]).budget
+
+
 def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     ok = [{"overrides": {"context_length": 16}, "status": "ok",
            "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0,

@@ -19,6 +19,7 @@ from statistics import fmean
 
 from tabulate import tabulate
 
+from tokbench.leaderboard.budgets import RISING
 from tokbench.results import load_records
 from tokbench.specs import Recipe
 
@@ -82,7 +83,7 @@ def rows(table: dict[Cell, dict[int, list[float]]], solved: dict[Cell, bool],
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
-    parser.add_argument("--tolerance", type=float, default=0.02, help="accuracy within which a curve is flat")
+    parser.add_argument("--tolerance", type=float, default=RISING, help="accuracy within which a curve is flat")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     parser.add_argument("--rising", action="store_true", help="only the cells still rising at their cap")
     args = parser.parse_args()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokbench.leaderboard import scale
-from tokbench.leaderboard.aggregate import Leaderboard
+from tokbench.leaderboard.aggregate import Cell, Leaderboard
 from tokbench.leaderboard.scores import Scores, build_scores
 
 
@@ -71,8 +71,62 @@ def rank_stability(before: Scores, after: Scores, column: str, between: tuple[st
     return Stability(column, between, tau, pvalue, len(pairs))
 
 
+# Mean accuracy gained between the last budget below the cap and the cap, above which a cell is still learning.
+RISING = 0.02
+
+
+@dataclass(frozen=True)
+class StillRising:
+    """A cell whose runs reached the step cap while its mean test accuracy still climbed by more than
+    :data:`RISING` from the budget before (``before`` steps) to the cap (``cap`` steps): its score is a lower
+    bound of what the model reaches with more training."""
+
+    cell: Cell
+    before: int
+    cap: int
+    accuracy_before: float
+    accuracy_at_cap: float
+
+
+def still_rising(board: Leaderboard, tolerance: float = RISING) -> list[StillRising]:
+    """The trained cells with a run stopped at its cap and a mean accuracy still rising there (runs that stopped
+    earlier keep their final accuracy, as in the budget tables), in board order."""
+    found = []
+    for cell in board.cells.values():
+        capped = [rec for rec in cell.ok if rec["train"].get("stopped_because") == "cap"]
+        if not cell.row.trained or not capped:
+            continue
+        cap = _cap(capped[0])
+        before = max((step for step in scale.budgets(cell.ok) if step < cap), default=None)
+        if before is None:
+            continue
+        means = [_mean_accuracy(cell, step) for step in (before, cap)]
+        if None not in means and means[1] - means[0] > tolerance:
+            found.append(StillRising(cell, before, cap, means[0], means[1]))
+    return found
+
+
+def _mean_accuracy(cell: Cell, step: int) -> float | None:
+    picked = [scale.at_budget(step)(rec) for rec in cell.ok]
+    values = [p["accuracy"] for p in picked if isinstance(p, dict) and p.get("accuracy") is not None]
+    return statistics.fmean(values) if len(values) == len(picked) else None
+
+
+def rising_text(found: list[StillRising]) -> str:
+    """The cells still learning at the cap in one sentence ("" when none): their scores are lower bounds."""
+    if not found:
+        return ""
+    cells = "; ".join(f"{item.cell.row.label or item.cell.row.model} on {item.cell.column.label or item.cell.column.task}"
+                      f" ({item.accuracy_before:.3f} at {item.before:,} steps, {item.accuracy_at_cap:.3f} at "
+                      f"{item.cap:,})" for item in found)
+    return (f"Still learning at the cap ({len(found)} cell{'s' if len(found) > 1 else ''}; mean test accuracy rose by "
+            f"more than {RISING} over the last budget): {cells}. These scores are lower bounds of what more training "
+            "reaches; the cap is not shown to be past their plateau.")
+
+
 def budget_text(board: Leaderboard) -> str:
-    """The training budget in one sentence, from the records: the step cap, why runs stopped, the steps taken."""
+    """The training budget in one sentence, from the records: the step cap, why runs stopped, the steps taken, and
+    the cells still learning at the cap."""
     trained = [rec for cell in board.cells.values() if cell.row.trained for rec in cell.ok]
     if not trained:
         return "No model in this section trains (0 steps)."
@@ -86,9 +140,11 @@ def budget_text(board: Leaderboard) -> str:
     # Older records (no stopping rule) trained for the whole count: "all steps".
     why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
                     for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
-    return (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
+    text = (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
             f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken). Scores "
             "are taken at the final step; the budget table scores the same runs at fixed step counts.")
+    rising = rising_text(still_rising(board))
+    return f"{text} {rising}" if rising else text
 
 
 def _cap(rec: dict[str, Any]) -> int:

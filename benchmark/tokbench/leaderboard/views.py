@@ -214,17 +214,38 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
 def _reasons(scores: Scores, lengths: Lengths | None, only: str | None = None, lengths_only: bool = False
              ) -> list[str]:
     """One note per reason a score is n/a, naming the models and columns it applies to (``only``: one column;
-    ``lengths_only``: the evaluation settings alone, where the notes on Overall do not already say it)."""
+    ``lengths_only``: the evaluation settings alone, where the notes on Overall do not already say it). Models
+    with the same places share one mention; all of the table's models read "every model"."""
     tables = [*([] if lengths_only else [("", scores)]),
-              *((f" at {name}", table) for name, table in (lengths.tables.items() if lengths else ()))]
-    found: dict[str, list[str]] = {}
-    for suffix, table in tables:
+              *((name, table) for name, table in (lengths.tables.items() if lengths else ()))]
+    found: dict[str, dict[str, dict[str, list[str]]]] = {}  # reason -> model -> column -> settings
+    for setting, table in tables:
         for row in table.rows:
             for column in table.columns:
                 score = table.score(column, row)
                 if score.not_applicable and score.reason and only in (None, column):
-                    found.setdefault(score.reason, []).append(f"{row.label} on {column}{suffix}")
-    return [f"n/a for {', '.join(where)}: {reason}" for reason, where in found.items()]
+                    places = found.setdefault(score.reason, {}).setdefault(row.label, {})
+                    places.setdefault(column, []).append(setting)
+    everyone = {row.label for row in scores.rows}
+    notes = []
+    for reason, by_model in found.items():
+        groups: dict[str, list[str]] = {}
+        for model, places in by_model.items():
+            groups.setdefault(_places(places), []).append(model)
+        where = "; ".join(f"{'every model' if set(models) == everyone else ', '.join(models)} on {places}"
+                          for places, models in groups.items())
+        notes.append(f"n/a for {where}: {reason}")
+    return notes
+
+
+def _places(places: dict[str, list[str]]) -> str:
+    """``scc-automaton at context_length x2 and x4, mqar``: each column once, with its evaluation settings."""
+    def one(column: str, settings: list[str]) -> str:
+        named = [setting or "the trained length" for setting in settings]
+        if len(named) > 1 and all(n.split()[0] == named[0].split()[0] for n in named) and " " in named[0]:
+            named = [named[0], *(n.split(" ", 1)[1] for n in named[1:])]  # context_length x2 and x4
+        return column if settings == [""] else f"{column} at {' and '.join(named)}"
+    return ", ".join(one(column, settings) for column, settings in places.items())
 
 
 def budget_table(budgets: Budgets) -> Table:

@@ -32,3 +32,10 @@ def test_a_run_that_stopped_early_keeps_its_final_accuracy_at_later_budgets(plat
     run = [{"step": 100, "accuracy": 0.4}, {"step": 300, "accuracy": 0.8}, {"step": 420, "accuracy": 0.99,
                                                                             "final": True}]
     assert [plateau_tool._accuracy_at(run, step) for step in (100, 300, 1000, 3000)] == [0.4, 0.8, 0.99, 0.99]
+
+
+def test_the_family_summary_names_the_latest_plateau_and_the_cells_still_rising(plateau_tool):
+    body = [["mqar", "1", "gru", 3, "0.2", 1000, "", ""], ["mqar", "2", "lstm", 3, "0.3", 10000, "", "yes"],
+            ["mqar", "0", "transformer-2l", 3, "0.9", 3000, "yes", ""], ["majority", "0", "gru", 3, "0.9", 100, "yes", ""]]
+    header, lines = plateau_tool.families(body)
+    assert header[0] == "task" and lines == [["majority", 1, 1, 100, "none"], ["mqar", 3, 1, 10000, "lstm@2"]]

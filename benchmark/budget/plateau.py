@@ -1,6 +1,6 @@
 """Where each task family's learning curve flattens: the budget study behind the ``tokbench`` suite's caps.
 
-    python benchmark/budget/plateau.py benchmark/budget/records [--tolerance 0.02] [--markdown]
+    python benchmark/budget/plateau.py benchmark/budget/records [--tolerance 0.02] [--markdown] [--rising] [--families]
 
 Reads run records that carry a ``budget_curve`` (test accuracy at log-spaced step budgets, recorded by the
 harness and never used for any choice), averages each (task, model) curve over seeds, and reports per task
@@ -80,12 +80,25 @@ def rows(table: dict[Cell, dict[int, list[float]]], solved: dict[Cell, bool],
     return header, body
 
 
+def families(body: list[list]) -> tuple[list[str], list[list]]:
+    """Per task family, over every rung and model: how many cells, how many were solved, the latest plateau step,
+    and the cells still rising at their cap (model@rung): where the family's curves flatten, in one line."""
+    by_task: dict[str, list[list]] = defaultdict(list)
+    for row in body:
+        by_task[row[0]].append(row)
+    header = ["task", "cells", "solved", "latest plateau step", "still rising at the cap"]
+    lines = [[task, len(cells), sum(bool(c[-2]) for c in cells), max(c[-3] for c in cells),
+              ", ".join(f"{c[2]}@{c[1]}" for c in cells if c[-1]) or "none"] for task, cells in sorted(by_task.items())]
+    return header, lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
     parser.add_argument("--tolerance", type=float, default=RISING, help="accuracy within which a curve is flat")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     parser.add_argument("--rising", action="store_true", help="only the cells still rising at their cap")
+    parser.add_argument("--families", action="store_true", help="one line per task family instead of per cell")
     args = parser.parse_args()
     table, solved = curves(args.records)
     if not table:
@@ -94,6 +107,8 @@ def main() -> int:
     header, body = rows(table, solved, args.tolerance)
     if args.rising:
         body = [row for row in body if row[-1]]
+    if args.families:
+        header, body = families(body)
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple"))
     return 0
 

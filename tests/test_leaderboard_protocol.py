@@ -158,12 +158,14 @@ def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores
 def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     ok = [{"overrides": {"context_length": 16}, "status": "ok",
            "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0,
-                       "value_attention": 0.4}}]
+                       "value_attention": 0.4, "loss": 0.9}}]
     why = "learned absolute positions exist only up to the training length"
     na = [{"overrides": {"context_length": 16}, "status": "not_applicable", "reason": why}]
     walk = {"K": [4], "context_length": [8]}
     recs = (v3(_model("mqar", "attn-nope", [0.9], axes=walk), chance=0.1, evaluations=ok)
             + v3(_model("mqar", "attn-learned", [0.9], axes=walk), chance=0.1, evaluations=na))
+    for rec in recs:  # how the task measured its attention diagnostic: what marks value_attention as one
+        rec["diagnostics"] = {"value_attention": {"kind": "mass", "layer": "last", "head": 0}}
     report = build_report(sections(recs, "tokbench")[0])
     assert report.lengths.settings == ["context_length x2"]
     table = report.lengths.tables["context_length x2"]
@@ -182,6 +184,7 @@ def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
         "score": None, "best": False, "not_applicable": True, "reason": why}
     md = render([report.section], "md")
     assert "value\\_attention at context\\_length x2" in md  # the attention metric beside the accuracy
+    assert "loss at context\\_length x2" not in md  # a loss is not an attention diagnostic
     scored = [r for r in csv.DictReader(io.StringIO(render([report.section], "csv"))) if r["kind"] == "score"]
     longer = {r["model"]: r for r in scored if r["score_at"] == "eval:context_length x2" and r["task"] == "mqar"}
     assert float(longer["attn-nope"]["score_mean"]) == pytest.approx(0.5)

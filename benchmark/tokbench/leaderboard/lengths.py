@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from tokbench.leaderboard import scale
-from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, Leaderboard, Row
+from tokbench.leaderboard.aggregate import Cell, Leaderboard, Row
 from tokbench.leaderboard.scores import Ladder, Scores, build_scores, rung_cell
 
 
@@ -56,7 +56,9 @@ def _values(cell: Cell | None, name: str | None, metric: str) -> list[float]:
 
 
 def diagnostics(board: Leaderboard, ladder: Ladder, name: str) -> list[str]:
-    """The attention diagnostics the evaluations at ``name`` report on ``ladder`` (not the core metrics)."""
+    """The attention diagnostics (the metrics a record's ``diagnostics`` says how it measured: does the layer
+    still attend to the parent, the value ...) that the evaluations at ``name`` report on ``ladder``; losses and
+    the other metrics stay in the per-task tables."""
     found: set[str] = set()
     for rung in ladder.rungs:
         for column in rung.columns:
@@ -64,5 +66,5 @@ def diagnostics(board: Leaderboard, ladder: Ladder, name: str) -> list[str]:
                 for rec in cell.ok:
                     metrics = scale.at_evaluation(name)(rec)
                     if isinstance(metrics, dict):
-                        found |= {k for k, v in metrics.items() if isinstance(v, (int, float))}
-    return sorted(found - set(CORE_METRICS))
+                        found |= {k for k in rec.get("diagnostics") or {} if isinstance(metrics.get(k), (int, float))}
+    return sorted(found)

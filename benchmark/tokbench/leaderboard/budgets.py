@@ -88,7 +88,7 @@ class StillRising:
     accuracy_at_cap: float
 
 
-def still_rising(board: Leaderboard, tolerance: float = RISING) -> list[StillRising]:
+def still_rising(board: Leaderboard) -> list[StillRising]:
     """The trained cells with a run stopped at its cap and a mean accuracy still rising there (runs that stopped
     earlier keep their final accuracy, as in the budget tables), in board order."""
     found = []
@@ -101,7 +101,7 @@ def still_rising(board: Leaderboard, tolerance: float = RISING) -> list[StillRis
         if before is None:
             continue
         means = [_mean_accuracy(cell, step) for step in (before, cap)]
-        if None not in means and means[1] - means[0] > tolerance:
+        if None not in means and means[1] - means[0] > RISING:
             found.append(StillRising(cell, before, cap, means[0], means[1]))
     return found
 

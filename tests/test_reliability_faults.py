@@ -19,6 +19,7 @@ from leaderboard_synth import record, seeds, write
 from run_support import TINY_SUITE, TINY_TASK, record_files, wait_until, workers_of, write_suite
 from tokbench.cli import main
 from tokbench.grid import expand, parse_settings
+from tokbench.isolation import interrupts_deferred
 from tokbench.plugins import registry
 from tokbench.results import load_record, load_records
 from tokbench.suites import load_suite
@@ -325,6 +326,22 @@ def test_sigterm_stops_a_run_with_one_interrupted_line_and_130(tmp_path, plugin_
     assert "interrupted" in stderr and "run the same command again to resume" in stderr
     assert "Traceback" not in stderr and not record_files(tmp_path / "runs")
 
+
+
+def test_an_interrupt_while_a_worker_starts_lands_after_the_start_not_inside_it():
+    def interrupted(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    finished_start = False
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)  # as a scheduler's SIGTERM landing mid-start
+            finished_start = True
+        assert finished_start
+        assert signal.getsignal(signal.SIGTERM) is interrupted
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 # ---- 6: what the commands say ----------------------------------------------------------------------------------
 

@@ -21,7 +21,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
@@ -145,13 +146,37 @@ class _Job:
     deadline: float | None = None
 
 
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl+C and SIGTERM until the block ends, then deliver them to the handlers in place before it.
+
+    Starting a worker writes its start-up data to a pipe; an interrupt raised halfway through that write
+    leaves the fork server's new child reading a cut pipe, and it prints a traceback to the user's terminal.
+    Off the main thread, where handlers cannot be set, the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    kinds = (signal.SIGINT, signal.SIGTERM)
+    previous = {kind: signal.signal(kind, lambda signum, frame: held.append(signum)) for kind in kinds}
+    try:
+        yield
+    finally:
+        for kind, handler in previous.items():
+            signal.signal(kind, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)
+
+
 class _Worker:
     def __init__(self, context: multiprocessing.context.BaseContext, out_dir: Path, commit: str | None,
                  threads: int) -> None:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_serve, args=(child, out_dir, commit, threads, os.getpid()),
                                        name="tokbench-worker", daemon=True)
-        self.process.start()
+        with interrupts_deferred():
+            self.process.start()
         child.close()
         self.job: _Job | None = None
 

@@ -5,9 +5,10 @@
 Reads run records that carry a ``budget_curve`` (test accuracy at log-spaced step budgets, recorded by the
 harness and never used for any choice), averages each (task, model) curve over seeds, and reports per task
 and model: the accuracy at every budget, the **plateau step** (the first budget from which the mean accuracy
-stays within ``tolerance`` of its final value) and whether the curve was **still rising** at the cap (the last
-budget gained more than ``tolerance`` over the one before, and the run had not stopped at its target). A cap is
-past a family's plateau when no model of that family is still rising at it.
+stays within ``tolerance`` of its final value) and whether the curve was **still rising** at the cap, by the
+published page's rule (``tokbench.leaderboard.budgets.rising_at_cap``: a run of the cell stopped at its cap and
+the mean gained more than 0.02 over the last budget). A cap is past a family's plateau when no model of that
+family is still rising at it.
 """
 from __future__ import annotations
 
@@ -19,35 +20,35 @@ from statistics import fmean
 
 from tabulate import tabulate
 
-from tokbench.leaderboard.budgets import RISING
+from tokbench.leaderboard.budgets import RISING, rising_at_cap
 from tokbench.results import load_records
 from tokbench.specs import Recipe
 
 
-Cell = tuple[str, str, str]  # (task, ladder rung or "", model)
+Cell = tuple[str, str, str]  # (task, ladder rung's settings or "", model)
 
 
-def curves(folder: Path) -> tuple[dict[Cell, dict[int, list[float]]], dict[Cell, bool]]:
+def curves(folder: Path) -> tuple[dict[Cell, dict[int, list[float]]], dict[Cell, list[str | None]]]:
     """Test accuracy per budget step, one list entry per seed, keyed by (task, rung, model), the rung being the
-    record's ladder rung (a suite's ladder climbs one task through several settings; "" for a record off any
-    ladder); and per cell whether every seed stopped at its target (the optimum reached: nothing left to learn).
+    settings of the record's ladder rung, such as ``q=4`` (a suite's ladder climbs one task through several
+    settings; "" for a record off any ladder); and per cell why each seed stopped (``"target"``, ``"plateau"``, ``"cap"``).
 
     A record that stopped before a budget (its target reached, or a plateau) keeps its final accuracy at
     every later budget: training had ended, so that is the model it would report there.
     """
     by_cell: dict[Cell, list[list[dict]]] = defaultdict(list)
-    solved: dict[Cell, bool] = {}
+    stops: dict[Cell, list[str | None]] = defaultdict(list)
     budgets: set[int] = set()
     for record in load_records(folder).records.values():
         if record.get("status") == "ok" and record.get("budget_curve"):
-            rung = record.get("ladder", {}).get("rung", "")
+            rung = ",".join(f"{axis}={value}" for axis, value in record.get("ladder", {}).get("axes", {}).items())
             cell = record["task"], str(rung), record["model"]
             by_cell[cell].append(record["budget_curve"])
-            solved[cell] = solved.get(cell, True) and record["train"].get("stopped_because") == "target"
+            stops[cell].append(record["train"].get("stopped_because"))
             budgets |= set(record["params"]["train"].get("budgets", Recipe().budgets))
     table = {cell: {step: [_accuracy_at(run, step) for run in runs] for step in sorted(budgets)}
              for cell, runs in by_cell.items()}
-    return table, solved
+    return table, stops
 
 
 def _accuracy_at(run: list[dict], step: int) -> float:
@@ -55,28 +56,30 @@ def _accuracy_at(run: list[dict], step: int) -> float:
     return max(reached, key=lambda point: point["step"])["accuracy"] if reached else float("nan")
 
 
-def plateau(means: dict[int, float], tolerance: float, solved: bool = False) -> tuple[int, bool]:
-    """``(plateau step, still rising at the cap)`` of one mean curve; a solved curve (every seed stopped at its
-    target) is never still rising."""
+def plateau(means: dict[int, float], tolerance: float, stops: list[str | None] = ()) -> tuple[int, bool]:
+    """``(plateau step, still rising at the cap)`` of one mean curve whose seeds stopped for ``stops``; only a
+    curve with a seed stopped at its cap can still be rising there."""
     steps = sorted(means)
     final = means[steps[-1]]
     first = next(step for step in steps if all(abs(means[later] - final) <= tolerance
                                                for later in steps if later >= step))
-    rising = not solved and len(steps) > 1 and means[steps[-1]] - means[steps[-2]] > tolerance
+    rising = len(steps) > 1 and rising_at_cap(stops, means[steps[-2]], means[steps[-1]])
     return first, rising
 
 
-def rows(table: dict[Cell, dict[int, list[float]]], solved: dict[Cell, bool],
+def rows(table: dict[Cell, dict[int, list[float]]], stops: dict[Cell, list[str | None]],
          tolerance: float) -> tuple[list[str], list[list]]:
     steps = sorted({step for cell in table.values() for step in cell})
     header = ["task", "rung", "model", "seeds", *[f"acc@{step}" for step in steps], "plateau step", "solved", "still rising"]
     body = []
     for (task, rung, model), per_step in sorted(table.items()):
         means = {step: fmean(values) for step, values in per_step.items()}
-        first, rising = plateau(means, tolerance, solved[task, rung, model])
+        why = stops[task, rung, model]
+        first, rising = plateau(means, tolerance, why)
         seeds = len(next(iter(per_step.values())))
+        solved = all(reason == "target" for reason in why)  # every seed reached the optimum: nothing left to learn
         body.append([task, rung, model, seeds, *[f"{means[step]:.3f}" for step in steps], first,
-                     "yes" if solved[task, rung, model] else "", "yes" if rising else ""])
+                     "yes" if solved else "", "yes" if rising else ""])
     return header, body
 
 
@@ -95,16 +98,16 @@ def families(body: list[list]) -> tuple[list[str], list[list]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
-    parser.add_argument("--tolerance", type=float, default=RISING, help="accuracy within which a curve is flat")
+    parser.add_argument("--tolerance", type=float, default=RISING, help="accuracy within which a curve is flat (the plateau step; still rising uses the page's 0.02)")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     parser.add_argument("--rising", action="store_true", help="only the cells still rising at their cap")
     parser.add_argument("--families", action="store_true", help="one line per task family instead of per cell")
     args = parser.parse_args()
-    table, solved = curves(args.records)
+    table, stops = curves(args.records)
     if not table:
         print(f"error: no ok records with a budget_curve in {args.records}", file=sys.stderr)
         return 2
-    header, body = rows(table, solved, args.tolerance)
+    header, body = rows(table, stops, args.tolerance)
     if args.rising:
         body = [row for row in body if row[-1]]
     if args.families:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,20 +89,27 @@ class StillRising:
     accuracy_at_cap: float
 
 
+def rising_at_cap(stop_reasons: Iterable[str | None], accuracy_before: float, accuracy_at_cap: float) -> bool:
+    """The one rule for "still learning at the cap", shared by the page and the budget study: some run of the cell
+    stopped at its step cap, and the cell's mean test accuracy gained more than :data:`RISING` over the last
+    budget before it."""
+    return "cap" in stop_reasons and accuracy_at_cap - accuracy_before > RISING
+
+
 def still_rising(board: Leaderboard) -> list[StillRising]:
     """The trained cells with a run stopped at its cap and a mean accuracy still rising there (runs that stopped
     earlier keep their final accuracy, as in the budget tables), in board order."""
     found = []
     for cell in board.cells.values():
-        capped = [rec for rec in cell.ok if rec["train"].get("stopped_because") == "cap"]
-        if not cell.row.trained or not capped:
+        reasons = [rec["train"].get("stopped_because") for rec in cell.ok]
+        if not cell.row.trained or "cap" not in reasons:
             continue
-        cap = _cap(capped[0])
+        cap = _cap(cell.ok[reasons.index("cap")])
         before = max((step for step in scale.budgets(cell.ok) if step < cap), default=None)
         if before is None:
             continue
         means = [_mean_accuracy(cell, step) for step in (before, cap)]
-        if None not in means and means[1] - means[0] > RISING:
+        if None not in means and rising_at_cap(reasons, *means):
             found.append(StillRising(cell, before, cap, means[0], means[1]))
     return found
 

@@ -78,6 +78,15 @@ def test_an_axis_no_task_declares_and_an_invalid_value_name_their_line():
         grid(WALK + "[grid.evaluate]\ncontext_length = [0]\n")
 
 
+
+def test_a_block_of_tasks_that_say_why_they_take_no_evaluation_plans_it_as_not_applicable():
+    block = ('seeds = 1\n[[grid]]\ntasks = ["sparse-selection"]\nmodels = ["attn-nope"]\n'
+             '[grid.evaluate]\ncontext_length = ["x2"]\n')
+    (pairing,) = grid(block)
+    assert pairing.variant.evaluate == ({"context_length": "x2"},)
+    assert "position tokens" in pairing.task_spec.evaluation_note  # the reason its records give
+
+
 def test_the_command_line_replaces_the_suites_evaluations():
     assert parse_evaluations(["context_length=x2,x4", "context_length=64"]) == {"context_length": ("x2", "x4", 64)}
     for bad in ("context_length", "context_length=", "context_length=x0"):

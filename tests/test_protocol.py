@@ -7,7 +7,8 @@ import torch
 
 from tokbench import harness
 from tokbench.harness import _Blocks, _FreshBlocks, block_ends, run_pairing, train_model
-from tokbench.metrics import chance_accuracy, prediction_accuracy
+from tokbench.errors import ParamError
+from tokbench.metrics import chance_accuracy, expected_accuracy, prediction_accuracy
 from tokbench.plugins import registry
 from tokbench.seeding import derive_seed
 from tokbench.specs import Recipe
@@ -74,8 +75,8 @@ def test_blocks_end_at_budgets_and_at_validation_checks():
 def scripted_validation(monkeypatch, values, oracle):
     """Validation accuracies in order, one per check, and the oracle's validation accuracy."""
     values = iter(values)
-    monkeypatch.setattr(harness, "evaluate_accuracy", lambda model, split: next(values))
-    monkeypatch.setattr(harness, "oracle_accuracy", lambda task, split: oracle)
+    monkeypatch.setattr(harness, "evaluate_accuracy", lambda model, split, label_law=None: next(values))
+    monkeypatch.setattr(harness, "oracle_accuracy", lambda task, split, label_law=None: oracle)
 
 
 def train_walk(recipe):
@@ -112,6 +113,47 @@ def test_records_say_how_many_steps_of_the_cap_and_why():
     result = run_pairing(task, uniform, uniform.resolve({}), uniform.recipe, 0, accelerator="cpu")
     assert (result.train["steps"], result.train["stopped_because"]) == (0, "untrained")
     assert result.budget_curve == [{"step": 0, "accuracy": result.metrics["accuracy"], "final": True}]
+
+
+
+# ---- validation by expected accuracy -----------------------------------------------------------------------------
+
+def test_expected_accuracy_is_the_probability_of_the_label_at_the_prediction_over_scored_positions():
+    law = torch.tensor([[0.5, 0.25, 0.25], [0.0, 1.0, 0.0]])
+    assert expected_accuracy(torch.tensor([1, 1]), law, torch.tensor([0, 1])).tolist() == [0.25, 1.0]
+    per_position = torch.tensor([[[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]])
+    labels = torch.tensor([[IGNORE, 0, 1]])  # the first position is not scored, whatever it predicts
+    assert expected_accuracy(torch.tensor([[0, 0, 1]]), per_position, labels).tolist() == pytest.approx([(0.6 + 0.5) / 2])
+
+
+def sparse_selection(q: int):
+    return registry().task("sparse-selection").create({"vocab_size": 4, "num_tokens": 16, "q": q, "train_size": 64,
+                                                       "val_size": 400, "test_size": 64})
+
+
+def test_expected_validation_scores_the_oracle_by_its_selected_counts_without_label_noise():
+    task = sparse_selection(q=4)
+    val = task.make_split("val", 0)
+    law = harness.validation_law(task, val, Recipe(validate_by="expected"))
+    counts = task.selected_counts(val.tokens)
+    assert harness.oracle_accuracy(task, val, law) == pytest.approx((counts.max(1).values / 4.0).mean().item())
+    assert harness.validation_law(task, val, Recipe()) is None  # the default reads the drawn labels
+    # the labels' accuracy scatters around that expectation: one drawn label per sequence
+    assert harness.oracle_accuracy(task, val) != harness.oracle_accuracy(task, val, law)
+
+
+def test_expected_validation_needs_a_task_that_gives_the_law_of_its_labels():
+    task = small_walk()
+    with pytest.raises(ParamError, match="validate_by=labels"):
+        harness.validation_law(task, task.make_split("val", 0), Recipe(validate_by="expected"))
+
+
+def test_expected_validation_changes_a_runs_identity_only_when_set():
+    assert "validate_by" not in Recipe().identity()
+    assert Recipe(validate_by="expected").identity()["validate_by"] == "expected"
+    assert "expectation over the task's label law" in Recipe(validate_by="expected").describe()
+    with pytest.raises(ParamError, match="labels, expected"):
+        Recipe().override({"validate_by": "bayes"})
 
 
 # ---- budget curves -----------------------------------------------------------------------------------------------

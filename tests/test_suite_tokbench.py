@@ -61,20 +61,22 @@ def local_records(tmp_path_factory: pytest.TempPathFactory) -> Records:
 
 def test_the_suite_ladders_every_builtin_family_on_its_declared_difficulty_axes():
     reg = registry()
-    (block,) = load_suite("tokbench").blocks
+    blocks = load_suite("tokbench").blocks
     builtin = {name for name, spec in reg.tasks.items() if spec.plugin == "tokbench"}
     # out: scc-implicit-bias (scored on its training split) and the three families on which the last-token
     # baseline is Bayes-optimal, so they rank nothing (the suite's header; the paper suite runs [A]'s walks)
     unranked = {"scc-implicit-bias", "random-walk", "deterministic-walk", "markov-switch"}
-    assert set(block.tasks) == set(block.ladders) == builtin - unranked
-    for task, ladder in block.ladders.items():
+    tasks = [task for block in blocks for task in block.tasks]
+    ladders = {task: ladder for block in blocks for task, ladder in block.ladders.items()}
+    assert len(tasks) == len(set(tasks)) and set(tasks) == set(ladders) == builtin - unranked
+    for task, ladder in ladders.items():
         assert reg.tasks[task].difficulty and set(ladder) <= set(reg.tasks[task].difficulty), task
         assert {len(values) for values in ladder.values()} == {3}, task
 
 
 def test_show_task_names_each_familys_difficulty_axes_and_pitfall(capsys):
     reg = registry()
-    for task in load_suite("tokbench").blocks[0].tasks:
+    for task in (task for block in load_suite("tokbench").blocks for task in block.tasks):
         assert main(["show", "task", task]) == 0
         out = " ".join(capsys.readouterr().out.split())  # unwrapped
         spec = reg.tasks[task]
@@ -86,21 +88,32 @@ def test_show_task_names_each_familys_difficulty_axes_and_pitfall(capsys):
 def test_dry_run_shows_one_ladder_per_family_and_plans_every_model_at_every_rung(tmp_path, capsys):
     assert main(["run", "--suite", "tokbench", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    (block,) = load_suite("tokbench").blocks
+    blocks = load_suite("tokbench").blocks
     # every registered model but the two left out for their cost per step (benchmark/budget/README.md, "Cost")
-    assert block.models == ("*",) and set(block.skip_models) == {"mamba", "transformer-4l"}
-    models = len(registry().models) - len(block.skip_models)
-    ladders = {m.group(1): m for m in map(LADDER_LINE.match, lines) if m}
-    assert list(ladders) == list(block.tasks)
-    for task, match in ladders.items():
-        axes = "; ".join(f"{key} {' -> '.join(map(str, values))}" for key, values in block.ladders[task].items())
+    for block in blocks:
+        assert block.models == ("*",) and set(block.skip_models) == {"mamba", "transformer-4l"}
+    models = len(registry().models) - len(blocks[0].skip_models)
+    ladders = {task: ladder for block in blocks for task, ladder in block.ladders.items()}
+    printed = {m.group(1): m for m in map(LADDER_LINE.match, lines) if m}
+    assert list(printed) == [task for block in blocks for task in block.tasks]
+    for task, match in printed.items():
+        axes = "; ".join(f"{key} {' -> '.join(map(str, values))}" for key, values in ladders[task].items())
         assert (match.group(2), int(match.group(3)), int(match.group(4))) == (axes, 3, models)
-    variants = sum(len(next(iter(ladder.values()))) for ladder in block.ladders.values())
-    pairings = models * variants * len(block.seeds)
+    variants = sum(len(next(iter(ladder.values()))) for ladder in ladders.values())
+    pairings = models * variants * len(blocks[0].seeds)
     inapplicable = sum(line.startswith("n/a ") for line in lines)  # recorded without training, not run
     assert variants == 24 and lines[-1] == (f"{pairings} pairings: {pairings - inapplicable} to run, {inapplicable} "
                                             "not applicable (recorded without training), 0 to skip")
 
+
+def test_sparse_selection_trains_as_every_family_does_but_validates_by_expected_accuracy():
+    ranked, sparse = load_suite("tokbench").blocks
+    assert sparse.tasks == ("sparse-selection",)
+    assert dict(sparse.train) == {**ranked.train, "validate_by": "expected"}
+    assert (sparse.models, sparse.skip_models, sparse.seeds, sparse.evaluate) == (
+        ranked.models, ranked.skip_models, ranked.seeds, ranked.evaluate)
+    sizes = {key: value for key, value in ranked.task_params["*"].items() if key.endswith("_size")}
+    assert sizes and sizes.items() <= sparse.task_params["sparse-selection"].items()
 
 def test_dry_run_plans_evaluations_at_two_and_four_times_the_training_length(tmp_path, capsys):
     assert main(["run", "--suite", "tokbench", "--task", "mqar", "--model", "attn-nope", "attn-learned",

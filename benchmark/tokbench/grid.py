@@ -387,11 +387,17 @@ def parse_evaluations(items: Sequence[str]) -> dict[str, tuple[int | str, ...]]:
     return table
 
 
-def _check_axes(table: Evaluations, specs: Iterable[TaskSpec], where: Callable[[str], str]) -> None:
-    """An evaluation axis that no task of the selection declares in ``evaluation_axes`` is a usage error."""
+def _check_axes(table: Evaluations, specs: Iterable[TaskSpec], where: Callable[[str], str],
+                known: Iterable[TaskSpec] = ()) -> None:
+    """An evaluation axis that no task of the selection declares in ``evaluation_axes`` is a usage error, unless
+    it is an axis of some ``known`` task (a registered one) and a task of the selection says why it takes no
+    evaluation (its ``evaluation_note``): that task's evaluations are then n/a with its reason, as they are in a
+    selection where another task declares the axis."""
     specs = list(specs)
+    known_axes = {axis for spec in known for axis in spec.evaluation_axes}
     for axis in table:
-        if not any(axis in spec.evaluation_axes for spec in specs):
+        explained = axis in known_axes and any(spec.evaluation_note for spec in specs)
+        if not explained and not any(axis in spec.evaluation_axes for spec in specs):
             declared = sorted({a for spec in specs for a in spec.evaluation_axes})
             raise ParamError(f"{where(axis)}: no task here declares {axis!r} among its evaluation axes"
                              f"{did_you_mean(axis, declared)}; declared: {', '.join(declared) or 'none'}")
@@ -452,7 +458,7 @@ def expand(
         table, where = evaluate, (lambda axis: f"--evaluate {axis}")
         if evaluate is None:
             table, where = block.evaluate, (lambda axis, b=block.index: suite.where("grid", b, "evaluate", axis))
-            _check_axes(table, task_specs.values(), where)
+            _check_axes(table, task_specs.values(), where, registry.tasks.values())
         for task in (t for t in task_specs.values() if not task_filter or t.name in task_filter):
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)

@@ -36,8 +36,9 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
-from tokbench.errors import NotApplicable, TokbenchError
-from tokbench.metrics import agreement, attention_metric, chance_accuracy, prediction_accuracy, sequence_accuracy
+from tokbench.errors import NotApplicable, ParamError, TokbenchError
+from tokbench.metrics import (agreement, argmax_predictions, attention_metric, chance_accuracy, expected_accuracy,
+                              prediction_accuracy, sequence_accuracy)
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
 from tokbench.results import canonical_json
@@ -259,19 +260,20 @@ class Convergence(EarlyStopping):
     up to whole checks). No check at the cap itself, where training ends anyway.
     """
 
-    def __init__(self, recipe: Recipe, val: Split, threshold: float | None) -> None:
+    def __init__(self, recipe: Recipe, val: Split, threshold: float | None,
+                 label_law: torch.Tensor | None = None) -> None:
         checks = math.ceil(recipe.patience / recipe.eval_every) if recipe.patience else math.inf
         # EarlyStopping stops when accuracy > stopping_threshold; the float just below makes that ">= threshold"
         below = None if threshold is None else math.nextafter(threshold, -math.inf)
         super().__init__(monitor="val_accuracy", mode="max", min_delta=recipe.min_delta, patience=checks,
                          stopping_threshold=below, check_on_train_epoch_end=False)
-        self.val, self.eval_every, self.cap = val, recipe.eval_every, recipe.steps
+        self.val, self.label_law, self.eval_every, self.cap = val, label_law, recipe.eval_every, recipe.steps
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
         steps = module.steps_taken
         if steps % self.eval_every or steps >= self.cap:
             return
-        accuracy = torch.tensor(evaluate_accuracy(module.model, self.val), dtype=torch.float64)
+        accuracy = torch.tensor(evaluate_accuracy(module.model, self.val, self.label_law), dtype=torch.float64)
         module.model.train()
         should_stop, _ = self._evaluate_stopping_criteria(accuracy)
         trainer.should_stop = trainer.should_stop or should_stop
@@ -308,20 +310,42 @@ def predict(model: TokenModel, tokens: torch.Tensor, need_attention: bool = True
 
 
 @torch.no_grad()
-def evaluate_accuracy(model: TokenModel, split: Split) -> float:
-    """Accuracy on ``split`` (per sequence over its labelled positions, then the mean), without attention."""
+def evaluate_accuracy(model: TokenModel, split: Split, label_law: torch.Tensor | None = None) -> float:
+    """Accuracy on ``split`` (per sequence over its labelled positions, then the mean), without attention; with
+    ``label_law`` (:func:`validation_law`), its expectation over the draw of the labels instead."""
     model.eval()
     device = _device(model)
-    hits = [sequence_accuracy(align(model(tokens.to(device)).logits, labels).cpu(), labels)
-            for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))]
+    hits = []
+    for start in range(0, len(split), EVAL_CHUNK):
+        tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
+        predictions = argmax_predictions(align(model(tokens.to(device)).logits, labels).cpu())
+        hits.append(prediction_accuracy(predictions, labels) if label_law is None
+                    else expected_accuracy(predictions, label_law[start:start + EVAL_CHUNK], labels))
     return torch.cat(hits).mean().item()
 
 
-def oracle_accuracy(task: Task, split: Split) -> float:
-    """Accuracy of the task's Bayes predictor on ``split``: the paired optimum on exactly these sequences."""
-    hits = [prediction_accuracy(task.bayes_predict(tokens), labels)
-            for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))]
+def oracle_accuracy(task: Task, split: Split, label_law: torch.Tensor | None = None) -> float:
+    """Accuracy of the task's Bayes predictor on ``split``: the paired optimum on exactly these sequences (with
+    ``label_law``, its expectation over the draw of the labels, as :func:`evaluate_accuracy`)."""
+    hits = []
+    for start in range(0, len(split), EVAL_CHUNK):
+        tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
+        predictions = task.bayes_predict(tokens)
+        hits.append(prediction_accuracy(predictions, labels) if label_law is None
+                    else expected_accuracy(predictions, label_law[start:start + EVAL_CHUNK], labels))
     return torch.cat(hits).mean().item()
+
+
+def validation_law(task: Task, val: Split, recipe: Recipe) -> torch.Tensor | None:
+    """The law of ``val``'s labels when the recipe validates by expected accuracy (``validate_by = "expected"``),
+    else None: the task's Bayes probabilities, which are the law its labels are drawn from."""
+    if recipe.validate_by != "expected":
+        return None
+    log_probs = task.bayes_log_probs(val.tokens)
+    if log_probs is None:
+        raise ParamError(f"train.validate_by=expected needs the law of the labels, and {task.spec.name} gives no "
+                         f"Bayes probabilities (bayes_log_probs); use validate_by=labels")
+    return log_probs.double().exp()
 
 
 @dataclass
@@ -467,7 +491,9 @@ def train_model(
     budgets = BudgetCurve(evaluation, recipe.budgets) if evaluation is not None else None
     convergence = None
     if recipe.stops_early and val is not None:
-        convergence = Convergence(recipe, val, recipe.target * oracle_accuracy(task, val) if recipe.target else None)
+        law = validation_law(task, val, recipe)
+        threshold = recipe.target * oracle_accuracy(task, val, law) if recipe.target else None
+        convergence = Convergence(recipe, val, threshold, law)
     callbacks = [c for c in (budgets, convergence) if c is not None]
     _trainer(module.blocks, out_dir, accelerator, callbacks).fit(
         module, train_dataloaders=DataLoader(blocks, batch_size=None))
@@ -505,7 +531,7 @@ def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any
         trained = _Trained(model, module, steps, candidate)
         if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
             return trained, selection
-        accuracy = evaluate_accuracy(model, val)
+        accuracy = evaluate_accuracy(model, val, validation_law(task, val, recipe))
         selection[_candidate_key(recipe, candidate)] = accuracy
         if best is None or accuracy > best[0]:
             best = (accuracy, trained)

@@ -26,9 +26,14 @@ def sequence_accuracy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tenso
     an arbitrary token and score it), so it raises ``ValueError``: the pairing fails instead of
     reporting a made-up accuracy. Infinite logits are kept: ``-inf`` is a log-probability of 0.
     """
+    return prediction_accuracy(argmax_predictions(logits), labels)
+
+
+def argmax_predictions(logits: torch.Tensor) -> torch.Tensor:
+    """The argmax token of each position; ``ValueError`` for a NaN logit (see :func:`sequence_accuracy`)."""
     if torch.isnan(logits).any():
         raise ValueError(f"the model output NaN for {int(torch.isnan(logits).any(-1).sum())} position(s)")
-    return prediction_accuracy(logits.argmax(-1), labels)
+    return logits.argmax(-1)
 
 
 def prediction_accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -41,6 +46,22 @@ def prediction_accuracy(predictions: torch.Tensor, labels: torch.Tensor) -> torc
         return hits.double()
     scored = labels != IGNORE
     return (hits & scored).sum(1).double() / scored.sum(1).double()
+
+
+def expected_accuracy(predictions: torch.Tensor, label_law: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """(n,) float64: per sequence, the mean over its labelled positions of the probability that the label equals
+    the prediction, under ``label_law`` ((n, V) or (n, T, V) probabilities: the law the labels are drawn from).
+
+    This is the expectation of :func:`prediction_accuracy` over the draw of the labels: the same quantity
+    without the noise of one drawn label per position. ``labels`` only says which positions are scored.
+    """
+    from tokbench.task import IGNORE
+
+    if labels.dim() == 1:
+        return label_law.gather(-1, predictions.unsqueeze(-1)).squeeze(-1).double()
+    scored = labels != IGNORE
+    picked = label_law.gather(-1, torch.where(scored, predictions, 0).unsqueeze(-1)).squeeze(-1).double()
+    return (picked * scored).sum(1) / scored.sum(1).double()
 
 
 def chance_accuracy(labels: torch.Tensor) -> float:

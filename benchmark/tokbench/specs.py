@@ -25,6 +25,7 @@ SCHEDULES = ("constant", "cosine", "linear")
 SCORINGS = ("last", "positions")  # where a task is scored (TaskSpec.scoring)
 PREDICTS = ("last", "every")  # which positions a model predicts (ModelSpec.predicts)
 DATA = ("fixed", "fresh")  # what a recipe trains on (Recipe.data)
+VALIDATE_BY = ("labels", "expected")  # what validation reads (Recipe.validate_by)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Recipe:
     min_delta: float = 0.0
     eval_every: int = 100
     budgets: tuple[int, ...] = (100, 300, 1000, 3000)
+    validate_by: str = "labels"
 
     def __post_init__(self) -> None:
         for p in RECIPE_PARAMS:
@@ -88,7 +90,7 @@ class Recipe:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def identity(self) -> dict[str, Any]:
-        """The recipe as a run's identity (``params.train``) holds it: the keys added with record schema 3 only
+        """The recipe as a run's identity (``params.train``) holds it: the keys added since record schema 3 only
         where they differ from their defaults, and schema 2's ``early_stop`` at 0 (off; ``target`` replaced it),
         so that a recipe which uses none of the new keys keeps the config hash its records already have."""
         current, defaults = self.to_json(), Recipe().to_json()
@@ -123,6 +125,8 @@ class Recipe:
             parts.append(f"gradient norm clipped at {self.grad_clip:g}")
         if self.target:
             parts.append(f"stop at {self.target:g} x the oracle's validation accuracy")
+        if self.validate_by == "expected":
+            parts.append("validation accuracy taken in expectation over the task's label law")
         if self.patience:
             parts.append(f"stop after {self.patience} steps without a validation gain of {self.min_delta:g}")
         if self.stops_early:
@@ -162,10 +166,14 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
     ("eval_every", "int", "steps between validation checks for target and patience", {"low": 1}),
     ("budgets", "ints", "steps at which the test accuracy is recorded in budget_curve (never used for a choice)",
      {"low": 1}),
+    ("validate_by", "str", "what target, patience and sweeps read on the validation split: labels (accuracy on its "
+     "drawn labels) or expected (that accuracy's expectation under the task's label law, its Bayes probabilities: "
+     "no label noise)", {"choices": VALIDATE_BY}),
 ))
 
-#: recipe keys added with record schema 3 (see :meth:`Recipe.identity`)
-SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets")
+#: recipe keys added since record schema 3, kept out of a run's identity at their defaults (see
+#: :meth:`Recipe.identity`)
+SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets", "validate_by")
 #: recipe keys of older records and what became of them (see :func:`migrate_recipe`)
 REMOVED_RECIPE_KEYS = {"early_stop": "target (a fraction of the oracle's validation accuracy)"}
 

@@ -49,6 +49,22 @@ def test_chance_scale_is_paired_per_record_and_the_oracle_is_exactly_one():
     assert scores.score("mqar", _row(scores, "transformer")).stat.mean == pytest.approx(expected)
 
 
+
+def test_a_family_validated_by_expected_accuracy_keeps_its_models_in_the_common_rows_and_says_so():
+    plain = v3(_model("mqar", "transformer", [0.6, 0.6, 0.6]), chance=0.25, oracle=0.9)
+    expected = v3(_model("sparse-selection", "transformer", [0.5, 0.5, 0.5]), chance=0.25, oracle=0.9)
+    for record in expected:
+        record["params"]["train"] = {**record["params"]["train"], "validate_by": "expected"}
+    board = build(plain + expected)
+    (row,) = board.rows  # one transformer row: how a family is validated is the column's, not the model's
+    assert "validate_by" not in row.train and row.label == "transformer"
+    assert {c.task: c.protocol for c in board.columns}["sparse-selection"] == {"validate_by": "expected"}
+    assert all("validate_by" not in c.label for c in board.columns)
+    scores = build_scores(board)
+    assert scores.score(OVERALL, _row(scores, "transformer")).stat is not None
+    assert any(line.startswith("sparse-selection stops training on the expected validation accuracy")
+               for line in notes.protocol(board))
+
 def test_a_model_that_beats_the_oracle_on_its_test_sequences_by_luck_scores_at_most_one():
     # majority with ties: on one finite test set a model can out-guess the oracle's tie-breaking (seen: attn-learned
     # at 1.012, 0.997 and 1.040 on the V = 2 rung); the expected score cannot exceed 1, so neither may the mean

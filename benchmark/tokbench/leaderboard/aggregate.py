@@ -70,6 +70,7 @@ class Column:
     label: str = ""
     slug: str = ""
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's, when the records carry them
+    protocol: dict[str, Any] = field(default_factory=dict)  # its records' CELL_RECIPE_KEYS, where set
     bayes: Stat | None = None
     bayes_by_seed: dict[int, float] = field(default_factory=dict)
 
@@ -226,12 +227,28 @@ class Leaderboard:
         return [c for c in self.columns if c.on_training_split]
 
 
+#: recipe keys that say how a task's cells are measured rather than how a model trains: the same for every model of
+#: a cell, they belong to the column (the task configuration), so a family validated its own way keeps its models in
+#: the rows of the others
+CELL_RECIPE_KEYS = ("validate_by",)
+
+
+def _cell_protocol(rec: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in rec["params"]["train"].items() if key in CELL_RECIPE_KEYS}
+
+
+def _model_recipe(rec: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in rec["params"]["train"].items() if key not in CELL_RECIPE_KEYS}
+
+
 def _column_key(rec: dict[str, Any]) -> str:
-    return canonical([rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"]])
+    protocol = _cell_protocol(rec)  # absent from older records' keys, which therefore stay as they were
+    return canonical([rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
+                      *([protocol] if protocol else [])])
 
 
 def _row_key(rec: dict[str, Any]) -> str:
-    return canonical([rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"]])
+    return canonical([rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec)])
 
 
 def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
@@ -244,11 +261,12 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         defaults = meta.get("defaults") or {}
         column = columns.setdefault(_column_key(rec), Column(
             _column_key(rec), rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
-            meta.get("task_description", ""), meta.get("task_citation", ""), defaults=defaults.get("task") or {}))
+            meta.get("task_description", ""), meta.get("task_citation", ""), defaults=defaults.get("task") or {},
+            protocol=_cell_protocol(rec)))
         row_defaults = {**(defaults.get("model") or {}),
                         **{f"train.{k}": v for k, v in (defaults.get("train") or {}).items()}}
         row = rows.setdefault(_row_key(rec), Row(
-            _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], rec["params"]["train"],
+            _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec),
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
             defaults=row_defaults, family=meta.get("model_family") or "",
             declared_oracle=meta.get("model_oracle")))
@@ -337,7 +355,8 @@ def _paired(cell: Cell, other: Cell) -> str | None:
 
 
 def _name_columns(columns: list[Column], weight: Counter[str]) -> None:
-    flats = [{"version": c.version, "split": c.eval_split, **c.params} for c in columns]
+    flats = [{"version": c.version, "split": c.eval_split, **c.params, **{f"train.{k}": v for k, v in c.protocol.items()}}
+             for c in columns]
     labels = _labels([c.task for c in columns], flats, [weight[c.key] for c in columns], [c.defaults for c in columns])
     for column, label in zip(columns, labels):
         column.label = label

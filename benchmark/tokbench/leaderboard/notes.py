@@ -279,6 +279,11 @@ def protocol(board: Leaderboard) -> list[str]:
     for column in board.training_columns:
         lines.append(f"{column.label} is scored on its {column.eval_split} split: it measures what training "
                      "finds, not generalisation, so it has its own table and no Bayes optimum.")
+    expected = sorted({column.task for column in board.columns if column.protocol.get("validate_by") == "expected"})
+    if expected:
+        lines.append(f"{', '.join(expected)} {'stops' if len(expected) == 1 else 'stop'} training on the expected "
+                     "validation accuracy under the task's label law (train.validate_by = expected), not on its drawn "
+                     "labels, whose noise decided stops; its test scores use the drawn test labels like every other.")
     for row in board.rows:
         grid = row.train.get("lr_grid")
         if grid:

@@ -333,7 +333,8 @@ def _board_json(report: Report) -> dict[str, Any]:
         **({"scores": _scores_json(report)} if report.scores else {}),
         **({"compute": report.compute.to_json()} if report.compute else {}),
         "tasks": [{"id": c.slug, "label": c.label, "task": c.task, "version": c.version, "params": c.params,
-                   "eval_split": c.eval_split, "bayes_accuracy": _stat_json(c.bayes), "description": c.description,
+                   "eval_split": c.eval_split, "protocol": c.protocol, "bayes_accuracy": _stat_json(c.bayes),
+                   "description": c.description,
                    "citation": c.citation} for c in board.columns],
         "models": [{"id": r.slug, "label": r.label, "model": r.model, "version": r.version, "params": r.params,
                     "train": r.train, "recipe": r.recipe, "description": r.description, "citation": r.citation}

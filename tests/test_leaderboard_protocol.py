@@ -207,6 +207,23 @@ def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     assert longer["attn-learned"]["score_mean"] == ""  # n/a: a line without a number
 
 
+
+def test_a_family_no_model_can_take_at_a_longer_length_leaves_the_overall_there_to_the_others():
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    why = "a longer context needs position tokens no model has embedded"
+    na = [{"overrides": {"context_length": 16}, "status": "not_applicable", "reason": why}]
+    walk = {"K": [4], "context_length": [8]}
+    recs = (v3(_model("mqar", "attn-nope", [0.9], axes=walk), chance=0.1, evaluations=ok)
+            + v3(_model("sparse-selection", "attn-nope", [0.9], axes={"q": [2]}), chance=0.1, evaluations=na))
+    report = build_report(sections(recs, "tokbench")[0])
+    assert report.scores.counted == ["mqar", "sparse-selection"]
+    table = report.lengths.tables["context_length x2"]
+    assert table.counted == ["mqar"] and table.dropped == {"sparse-selection": "no model has a score there"}
+    assert table.score(OVERALL, _row(table, "attn-nope")).stat.mean == pytest.approx((0.55 - 0.1) / 0.9)
+    main = score_table(report.scores, lengths=report.lengths)
+    assert "Overall at context_length x2 is over mqar; not sparse-selection (no model has a score there)." in main.notes
+
 def test_a_multiple_a_task_could_not_resolve_shares_the_column_of_the_resolved_ones():
     # sparse-selection has no context_length: its records keep "x2", unresolved and not applicable
     resolved = [{"overrides": {"context_length": 16}, "status": "ok",

@@ -66,11 +66,18 @@ def test_records_carry_budget_curves_real_stopping_and_longer_lengths():
 def test_the_section_has_a_length_score_per_model_and_na_with_a_reason():
     scores = _section()["scores"]
     assert scores["length_settings"]
-    for row in scores["rows"]:
-        for setting in scores["length_settings"]:
+    rows = {row["model"]: row for row in scores["rows"]}
+    for setting in scores["length_settings"]:
+        for row in rows.values():
             for entry in row["length"][setting].values():
                 assert entry["score"] is None or not entry["not_applicable"]
                 assert not entry["not_applicable"] or entry.get("reason")
+        # a model that runs unchanged at the longer length has a number there; one that cannot extend, n/a
+        for model in ("transformer-2l", "gru", "attn-nope", "attn-alibi", "attn-t5bias", "linear-attention"):
+            assert rows[model]["length"][setting]["Overall"]["score"] is not None, (model, setting)
+        for model in ("attn-learned", "attn-onehot-concat", "mlp"):
+            overall = rows[model]["length"][setting]["Overall"]
+            assert overall["score"] is None and overall["not_applicable"] and overall["reason"], (model, setting)
 
 
 def test_the_readme_names_the_budget_before_the_score_table_and_states_the_cost():

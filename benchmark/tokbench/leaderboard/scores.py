@@ -10,7 +10,9 @@ score, rungs weighted equally. Its overall score is the mean of its family score
 *counted* families, each weighted equally, and exists only when it has a score in every one
 of them. A family counts unless the ``last-token`` baseline is as good as every learned
 model there (:func:`far_from_last_token`); a pitfall family (a record's
-``meta.task_pitfall``) is scored on its own and never counts.
+``meta.task_pitfall``) is scored on its own and never counts. A secondary table (a budget, a
+longer context) counts the main table's families less those where no model has a score under
+its pick (every model n/a at a length the task cannot take).
 
 The same construction scores any *pick* of a record (:mod:`~tokbench.leaderboard.scale`):
 its final accuracy, its accuracy at a training budget, or an extra evaluation at a longer
@@ -259,10 +261,12 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
     if counted is None:
         scores.dropped = {lad.task: why for lad in families if (why := far_from_last_token(scores, lad.task))}
         scores.counted = [lad.task for lad in families if lad.task not in scores.dropped]
-    else:
-        scores.counted = [lad.task for lad in families if lad.task in counted]
-        scores.dropped = {lad.task: "left out of the main table's Overall" for lad in families
-                          if lad.task not in counted}
+    else:  # the main table's families, less those no row has a score in under this pick (n/a for every model)
+        unscored = {lad.task for lad in families if not any((lad.task, row.key) in shares for row in rows)}
+        scores.counted = [lad.task for lad in families if lad.task in counted and lad.task not in unscored]
+        scores.dropped = {lad.task: "no model has a score there" if lad.task in unscored
+                          else "left out of the main table's Overall" for lad in families
+                          if lad.task not in scores.counted}
     for row in rows:
         missing = tuple(task for task in scores.counted if (task, row.key) not in shares)
         if scores.counted:

@@ -197,6 +197,12 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
     notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
              + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
     notes += [f"{task}: not in {OVERALL} ({why})." for task, why in scores.dropped.items()]
+    for name in settings:
+        table = lengths.tables[name]
+        unscored = [task for task in table.dropped if task not in scores.dropped]
+        if unscored:
+            notes.append(f"{OVERALL} at {name} is over {', '.join(table.counted)}; not {', '.join(unscored)} "
+                         "(no model has a score there).")
     without: dict[str, list[str]] = {}  # one note per reason, naming every model it applies to
     for row in scores.rows:
         missing = scores.score(OVERALL, row).missing

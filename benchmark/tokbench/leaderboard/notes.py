@@ -283,7 +283,8 @@ def protocol(board: Leaderboard) -> list[str]:
     if expected:
         lines.append(f"{', '.join(expected)} {'stops' if len(expected) == 1 else 'stop'} training on the expected "
                      "validation accuracy under the task's label law (train.validate_by = expected), not on its drawn "
-                     "labels, whose noise decided stops; its test scores use the drawn test labels like every other.")
+                     "labels: one drawn label per sequence leaves their accuracy too noisy for the stopping rule "
+                     "(docs/suites.md). Its test scores use the drawn test labels like every other.")
     for row in board.rows:
         grid = row.train.get("lr_grid")
         if grid:

@@ -1,6 +1,7 @@
 """Small suites and helpers shared by the ``tokbench run`` tests."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -98,6 +99,13 @@ def wait_until(condition, timeout: float) -> bool:
 def run_command(*args: str) -> list[str]:
     """The command line of ``tokbench run ARGS`` in a fresh interpreter."""
     return [sys.executable, "-m", "tokbench.cli", "run", *args]
+
+
+def interruptible() -> None:
+    """``preexec_fn`` of a command a test stops with Ctrl+C's SIGINT: restore its default action, as a terminal's
+    shell does. A process that starts with SIGINT ignored keeps it ignored (Python installs KeyboardInterrupt only
+    over the default), and pytest-xdist's workers, which start these commands, ignore it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def start_run(*args: str, log: Path, **popen) -> subprocess.Popen:

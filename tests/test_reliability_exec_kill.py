@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from run_support import (TINY_SUITE, alive, descendants, record_files, run_command, start_run, wait_until, workers_of,
-                         write_suite)
+from run_support import (TINY_SUITE, alive, descendants, interruptible, record_files, run_command, start_run,
+                         wait_until, workers_of, write_suite)
 from tokbench.cli import main
 from tokbench.grid import expand
 from tokbench.isolation import LocalExecutor
@@ -189,7 +189,7 @@ def test_two_runs_on_one_folder_train_each_pairing_once(tmp_path):
 def test_ctrl_c_at_jobs_1_exits_130_and_keeps_what_finished(tmp_path):
     suite, out_dir = write_suite(tmp_path, KILL_SUITE, "ctrlc.toml"), tmp_path / "runs"
     run = start_run("--suite", str(suite), "--out", str(out_dir), "--jobs", "1", "-q", log=tmp_path / "run.log",
-                    start_new_session=True)
+                    start_new_session=True, preexec_fn=interruptible)
     try:
         assert wait_until(lambda: record_files(out_dir) or run.poll() is not None, RUN_LIMIT_SECONDS)
         processes = descendants(run.pid)

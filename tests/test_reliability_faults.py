@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from leaderboard_synth import record, seeds, write
-from run_support import TINY_SUITE, TINY_TASK, record_files, wait_until, workers_of, write_suite
+from run_support import TINY_SUITE, TINY_TASK, interruptible, record_files, wait_until, workers_of, write_suite
 from tokbench.cli import main
 from tokbench.grid import expand, parse_settings
 from tokbench.isolation import interrupts_deferred
@@ -161,7 +161,7 @@ def test_ctrl_c_stops_verify_with_130_and_a_summary(verified, tmp_path):
     out, env = verified
     process = subprocess.Popen([sys.executable, "-m", "tokbench.cli", "verify", str(out), "--jobs", "1"],
                                env={**os.environ, **env, "HOSTILE_ACT": "hang_term"}, cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
         assert wait_until(lambda: workers_of(process.pid), timeout=300)  # retraining has begun
         process.send_signal(signal.SIGINT)

@@ -355,8 +355,8 @@ def _paired(cell: Cell, other: Cell) -> str | None:
 
 
 def _name_columns(columns: list[Column], weight: Counter[str]) -> None:
-    flats = [{"version": c.version, "split": c.eval_split, **c.params, **{f"train.{k}": v for k, v in c.protocol.items()}}
-             for c in columns]
+    flats = [{"version": c.version, "split": c.eval_split, **c.params,
+              **{f"train.{key}": value for key, value in c.protocol.items()}} for c in columns]
     labels = _labels([c.task for c in columns], flats, [weight[c.key] for c in columns], [c.defaults for c in columns])
     for column, label in zip(columns, labels):
         column.label = label

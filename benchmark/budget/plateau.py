@@ -98,7 +98,8 @@ def families(body: list[list]) -> tuple[list[str], list[list]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, help="a folder of run records with budget curves")
-    parser.add_argument("--tolerance", type=float, default=RISING, help="accuracy within which a curve is flat (the plateau step; still rising uses the page's 0.02)")
+    parser.add_argument("--tolerance", type=float, default=RISING,
+                        help="accuracy within which a curve is flat (the plateau step; still rising uses the page's 0.02)")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     parser.add_argument("--rising", action="store_true", help="only the cells still rising at their cap")
     parser.add_argument("--families", action="store_true", help="one line per task family instead of per cell")

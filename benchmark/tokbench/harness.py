@@ -25,7 +25,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -315,22 +315,24 @@ def evaluate_accuracy(model: TokenModel, split: Split, label_law: torch.Tensor |
     ``label_law`` (:func:`validation_law`), its expectation over the draw of the labels instead."""
     model.eval()
     device = _device(model)
-    hits = []
-    for start in range(0, len(split), EVAL_CHUNK):
-        tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
-        predictions = argmax_predictions(align(model(tokens.to(device)).logits, labels).cpu())
-        hits.append(prediction_accuracy(predictions, labels) if label_law is None
-                    else expected_accuracy(predictions, label_law[start:start + EVAL_CHUNK], labels))
-    return torch.cat(hits).mean().item()
+    return _accuracy(split, lambda tokens, labels: argmax_predictions(
+        align(model(tokens.to(device)).logits, labels).cpu()), label_law)
 
 
 def oracle_accuracy(task: Task, split: Split, label_law: torch.Tensor | None = None) -> float:
     """Accuracy of the task's Bayes predictor on ``split``: the paired optimum on exactly these sequences (with
     ``label_law``, its expectation over the draw of the labels, as :func:`evaluate_accuracy`)."""
+    return _accuracy(split, lambda tokens, labels: task.bayes_predict(tokens), label_law)
+
+
+def _accuracy(split: Split, predict: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+              label_law: torch.Tensor | None) -> float:
+    """The mean over ``split`` of each sequence's accuracy of ``predict(tokens, labels)``, chunk by chunk; with
+    ``label_law``, of its expected accuracy under that law."""
     hits = []
     for start in range(0, len(split), EVAL_CHUNK):
         tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
-        predictions = task.bayes_predict(tokens)
+        predictions = predict(tokens, labels)
         hits.append(prediction_accuracy(predictions, labels) if label_law is None
                     else expected_accuracy(predictions, label_law[start:start + EVAL_CHUNK], labels))
     return torch.cat(hits).mean().item()
@@ -525,13 +527,15 @@ def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any
     candidates = recipe.candidates()
     best: tuple[float, _Trained] | None = None
     selection: dict[str, float] = {}
+    sweeping = len(candidates) > 1 or bool(recipe.lr_grid or recipe.wd_grid)
+    law = validation_law(task, val, recipe) if sweeping else None  # the same for every candidate
     for candidate in candidates:
         model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir,
                                            accelerator, val, evaluation)
         trained = _Trained(model, module, steps, candidate)
-        if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
+        if not sweeping:
             return trained, selection
-        accuracy = evaluate_accuracy(model, val, validation_law(task, val, recipe))
+        accuracy = evaluate_accuracy(model, val, law)
         selection[_candidate_key(recipe, candidate)] = accuracy
         if best is None or accuracy > best[0]:
             best = (accuracy, trained)

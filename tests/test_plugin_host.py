@@ -45,42 +45,43 @@ def test_unknown_hook_is_named_with_a_suggestion(cli, plugin_site):
     assert "did you mean 'register_tasks'" in result.stderr
 
 
-def test_a_shared_task_name_is_ambiguous_only_where_it_is_used(cli, plugin_site):
+def test_a_plugin_reusing_a_built_in_task_name_gets_the_qualified_name(cli, plugin_site):
     env = plugin_site(clash="duplicate_task")
     listing = cli("ls", "tasks", "--json", env=env)
     assert listing.returncode == 0, listing.stderr
-    names = {t["name"] for t in json.loads(listing.stdout)}
-    assert {"walks:random-walk", "clash:random-walk", "deterministic-walk"} <= names and "random-walk" not in names
-    bare = cli("show", "task", "random-walk", env=env)
-    assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "Traceback" not in bare.stderr
-    assert "ambiguous" in bare.stderr
-    assert "walks:random-walk" in bare.stderr and "clash:random-walk" in bare.stderr
+    names = {t["name"]: t for t in json.loads(listing.stdout)}
+    assert {"random-walk", "clash:random-walk", "deterministic-walk"} <= names.keys()
+    assert names["random-walk"]["plugin"] == "tokbench" and names["clash:random-walk"]["version"] == "9"
+    notes = [line for line in listing.stderr.splitlines() if "warning" in line]
+    assert len(notes) == 1 and "'clash'" in notes[0] and "'clash:random-walk'" in notes[0]
+    bare = cli("show", "task", "random-walk", "--json", env=env)
+    assert bare.returncode == 0 and json.loads(bare.stdout)["plugin"] == "tokbench"
     qualified = cli("show", "task", "clash:random-walk", "--json", env=env)
     assert qualified.returncode == 0 and json.loads(qualified.stdout)["version"] == "9"
+
+
+def test_a_name_that_only_plugins_share_is_ambiguous_only_where_it_is_used(cli, plugin_site):
+    env = plugin_site(one="shared_model", two="shared_model_twin")
+    models = cli("ls", "models", "--json", env=env)
+    assert models.returncode == 0, models.stderr
+    names = {m["name"] for m in json.loads(models.stdout)}
+    assert {"one:shared-guess", "two:shared-guess"} <= names and "shared-guess" not in names
+    bare = cli("show", "model", "shared-guess", env=env)
+    assert bare.returncode == 2 and bare.stderr.count("\n") == 1 and "Traceback" not in bare.stderr
+    assert "ambiguous" in bare.stderr and "one:shared-guess" in bare.stderr and "two:shared-guess" in bare.stderr
+    assert cli("show", "model", "two:shared-guess", env=env).returncode == 0
 
 
 def test_a_plugin_reusing_a_model_name_breaks_no_command(cli, plugin_site):
     env = plugin_site(dup="duplicate_model")
     models = cli("ls", "models", env=env)
     assert models.returncode == 0, models.stderr
-    assert "models:linear-attention" in models.stdout and "dup:linear-attention" in models.stdout
+    listed = [line.split("│")[1].strip() for line in models.stdout.splitlines() if "linear-attention" in line]
+    assert sorted(listed) == ["dup:linear-attention", "linear-attention"]
     plugins = cli("plugins", env=env)
     assert plugins.returncode == 0, plugins.stderr
-    assert "models:linear-attention" in plugins.stdout and "dup:linear-attention" in plugins.stdout
+    assert "dup:linear-attention" in plugins.stdout and "models:linear-attention" not in plugins.stdout
     assert cli("ls", "tasks", env=env).returncode == 0
-
-
-def test_a_shared_model_name_runs_and_records_under_its_qualified_name(cli, plugin_site, tmp_path):
-    env = plugin_site(dup="duplicate_model")
-    sizes = ["--set", "train_size=32", "--set", "val_size=16", "--set", "test_size=32"]
-    bare = cli("run", "--task", "random-walk", "--model", "linear-attention", "--seeds", "1", *sizes,
-               "--out", str(tmp_path / "bare"), "-q", env=env)
-    assert bare.returncode == 2 and "dup:linear-attention" in bare.stderr and "models:linear-attention" in bare.stderr
-    result = cli("run", "--task", "random-walk", "--model", "dup:linear-attention", "--seeds", "1", *sizes,
-                 "--out", str(tmp_path / "runs"), "-q", env=env)
-    assert result.returncode == 0, result.stderr[-2000:]
-    records = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json")]
-    assert [(r["model"], r["status"]) for r in records] == [("dup:linear-attention", "ok")]
 
 
 def test_every_spec_answers_to_its_qualified_name(cli):

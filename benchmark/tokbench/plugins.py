@@ -12,9 +12,13 @@ the command with a clear message that names the plugin and the environment
 variable that disables it.
 
 Every task and model has a qualified name ``PLUGIN:NAME`` (PLUGIN is the
-entry-point name). A bare name that two plugins register is ambiguous: each of
-them is listed, and runs, under its qualified name, and using the bare name is
-an error naming both, never a failure of every command.
+entry-point name, checked at load like task and model names, since it heads
+record file names). A built-in (registered by tokbench's own distribution) keeps
+its bare name, and so its identity and config hash, whatever is installed: a
+plugin that registers the same name is listed, and runs, under its qualified
+name. A bare name that several plugins (and no built-in) register is ambiguous:
+each of them runs under its qualified name, and using the bare name is an error
+naming them, never a failure of every command.
 
 A hook module declares the contract it was written for (``TOKBENCH_CONTRACT``,
 see :mod:`tokbench.hookspecs`); one without a declaration is contract 1, served
@@ -74,16 +78,34 @@ class PluginInfo:
         return dict(self.__dict__)
 
 
+BUILTIN_DISTRIBUTION = "tokbench"  # the distribution whose entry points are the built-in plugins
+ORIGINS = ("builtin", "plugin")
+
+
+def origin(spec: TaskSpec | ModelSpec) -> str:
+    """Where a registered spec comes from: ``"builtin"`` (tokbench's own distribution) or ``"plugin"``."""
+    return "builtin" if spec.plugin == BUILTIN_DISTRIBUTION else "plugin"
+
+
 class AmbiguousNameError(UsageError):
-    """A bare task or model name that several plugins register."""
+    """A bare task or model name that several plugins, and no built-in, register."""
+
+
+def _bare_keeper(group: list[Any]) -> Any:
+    """The spec of ``group`` (those registering one bare name) that keeps the bare name: the only one, or the
+    built-in among them; None when several plugins and no built-in share it."""
+    if len(group) == 1:
+        return group[0]
+    return next((spec for spec in group if origin(spec) == "builtin"), None)
 
 
 class SpecIndex(dict):
-    """Specs by the name to use: the bare name, or ``PLUGIN:NAME`` where plugins share the bare name.
+    """Specs by the name to use: the bare name, or ``PLUGIN:NAME`` where another plugin has the bare name.
 
-    Iteration gives those names; a lookup (``in``, ``[]``) also accepts every qualified
-    name, and raises :class:`AmbiguousNameError` for a shared bare name, naming the
-    qualified names to use instead.
+    A built-in keeps its bare name whatever else registers it; the others sharing it run, and
+    record, under their qualified names. Iteration gives the names to use; a lookup (``in``,
+    ``[]``) also accepts every qualified name, and raises :class:`AmbiguousNameError` for a bare
+    name that several plugins and no built-in register, naming the qualified names to use instead.
     """
 
     def __init__(self, kind: str, specs: Iterable[TaskSpec | ModelSpec]) -> None:
@@ -92,11 +114,17 @@ class SpecIndex(dict):
         for spec in specs:
             by_bare.setdefault(spec.name, []).append(spec)
         self.kind, self.qualified = kind, {}
-        self.ambiguous = {bare: sorted(s.qualified_name for s in group)
-                          for bare, group in by_bare.items() if len(group) > 1}
-        for group in by_bare.values():
+        self.ambiguous: dict[str, list[str]] = {}
+        self.renamed: list[str] = []  # a line per spec that yields a bare name to a built-in
+        for bare, group in by_bare.items():
+            keeper = _bare_keeper(group)
+            if len(group) > 1 and keeper is None:
+                self.ambiguous[bare] = sorted(s.qualified_name for s in group)
             for spec in group:
-                if len(group) > 1:  # a shared bare name: the spec runs, and records, under its qualified name
+                if spec is not keeper:  # it runs, and records, under its qualified name
+                    if keeper is not None:
+                        self.renamed.append(f"plugin {spec.entry_point!r} ({spec.plugin}) registers {kind} {bare!r}, "
+                                            f"a built-in name: its {kind} is {spec.qualified_name!r}")
                     spec = replace(spec, name=spec.qualified_name)
                 self[spec.name] = self.qualified[spec.qualified_name] = spec
 
@@ -235,6 +263,16 @@ def _new_manager() -> pluggy.PluginManager:
     return manager
 
 
+def _valid_plugin_name(name: str) -> bool:
+    """An entry-point name is the PLUGIN of qualified names ``PLUGIN:NAME``, which head record file names: it
+    follows the rule of task and model names."""
+    try:
+        check_name("plugin", name)
+    except ValueError:
+        return False
+    return ":" not in name
+
+
 def _unknown_hooks(manager: pluggy.PluginManager, plugin: object) -> list[str]:
     """Names of the hook implementations in ``plugin`` that no hookspec declares."""
     unknown = []
@@ -257,14 +295,25 @@ def load_registry(
     allow, block, seconds = _names(env, ALLOW_ENV), _names(env, BLOCK_ENV), _timeout(env)
     manager = _new_manager()
     infos: dict[str, PluginInfo] = {}
+    refused: list[PluginInfo] = []  # entry points whose name another distribution has
     eps = sorted(eps, key=lambda e: e.name)
     notes = _unknown_plugin_names(env, {ep.name for ep in eps})
     for ep in eps:
         dist = ep.dist
         info = PluginInfo(ep.name, dist.name if dist else "?", dist.version if dist else "?", ep.value)
+        if ep.name in infos:  # two distributions with one entry-point name: the first keeps it
+            info.status, info.error = "error", (f"refused: the entry-point name {ep.name!r} is taken by "
+                                                f"{infos[ep.name].distribution}")
+            refused.append(info)
+            continue
         infos[ep.name] = info
         if (allow is not None and ep.name not in allow) or (block is not None and ep.name in block):
             info.status = "disabled"
+            continue
+        if not _valid_plugin_name(ep.name):
+            info.status, info.error = "error", (f"refused: entry-point name {ep.name!r} is not allowed: like task "
+                                                "and model names, letters, digits, '.', '_' and '-' only, at most 64 "
+                                                "characters, starting with a letter or digit")
             continue
         try:
             plugin = _bounded(ep.load, seconds)
@@ -287,7 +336,11 @@ def load_registry(
                 f"plugin {ep.name!r} ({info.distribution}) implements unknown hook(s) {', '.join(unknown)}{hint}; "
                 f"known hooks: {', '.join(_HOOKS)}; disable it with {BLOCK_ENV}={ep.name}"
             )
-        manager.register(plugin, name=ep.name)
+        try:
+            manager.register(plugin, name=ep.name)
+        except ValueError as exc:  # pluggy's: one module named by two entry points
+            info.status, info.error = "error", f"refused: {_describe(exc)}"
+            continue
 
     registered: dict[type, list[Any]] = {TaskSpec: [], ModelSpec: []}
     for hook_name, spec_type in _HOOKS.items():
@@ -312,9 +365,10 @@ def load_registry(
                                               contract=info.contract) for spec in staged]
     tasks, models = SpecIndex("task", registered[TaskSpec]), SpecIndex("model", registered[ModelSpec])
     for index in (tasks, models):
+        notes += index.renamed
         for name, spec in index.items():
             (infos[spec.entry_point].tasks if index is tasks else infos[spec.entry_point].models).append(name)
-    return Registry(tasks, models, list(infos.values()), notes)
+    return Registry(tasks, models, [*infos.values(), *refused], notes)
 
 
 @lru_cache(maxsize=1)

@@ -28,7 +28,7 @@ from typing import Any
 
 from tokbench import __version__
 from tokbench.errors import StorageError, UsageError
-from tokbench.storage import atomic_write, read_regular
+from tokbench.storage import atomic_write, portable_name, read_regular
 
 SCHEMA_VERSION = 3
 HASH_CHARS = 16
@@ -95,8 +95,11 @@ class SeedHashes:
         return digest.hexdigest()[:HASH_CHARS]
 
 
-def record_filename(task: str, model: str, hash_: str) -> str:
-    return f"{task}__{model}__{hash_}.json"
+def record_filename(task: str, model: str, hash_: str, portable: bool = True) -> str:
+    """The record's file name, its names made portable (:func:`tokbench.storage.portable_name`); ``portable=False``
+    gives the name that older versions wrote, with a qualified name's ``:`` (such files still load)."""
+    name = portable_name if portable else str
+    return f"{name(task)}__{name(model)}__{hash_}.json"
 
 
 def utc_now() -> str:
@@ -288,7 +291,7 @@ def load_record(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise RecordError(path, str(exc)) from None
     expected = record_filename(record["task"], record["model"], record["config_hash"])
-    if path.name != expected:
+    if path.name not in (expected, record_filename(record["task"], record["model"], record["config_hash"], False)):
         raise RecordError(path, f"file name does not match the record (expected {expected})")
     return record
 

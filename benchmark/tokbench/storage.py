@@ -10,6 +10,10 @@ a FIFO named ``x.json`` or a link to ``/dev/zero`` is refused instead of hanging
 or filling memory.
 
 Every ``OSError`` becomes a :class:`tokbench.errors.StorageError` naming the path.
+
+Names that head file names are made portable first (:func:`portable_name`): a
+qualified name ``PLUGIN:NAME`` holds a ``:``, which Windows cannot store and
+``scp`` reads as ``host:path``.
 """
 from __future__ import annotations
 
@@ -19,6 +23,16 @@ import tempfile
 from pathlib import Path
 
 from tokbench.errors import StorageError
+
+
+QUALIFIER = ":"  # the separator of qualified names, PLUGIN:NAME
+PORTABLE_QUALIFIER = "."  # what stands for it in a file name: POSIX's portable file name characters only
+
+
+def portable_name(name: str) -> str:
+    """``name`` as it heads a file name: ``PLUGIN:NAME`` becomes ``PLUGIN.NAME``. Two names may map to one
+    portable form; the file names they head stay apart by the config hash that follows them."""
+    return name.replace(QUALIFIER, PORTABLE_QUALIFIER)
 
 
 def _new_file_mode() -> int:

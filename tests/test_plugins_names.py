@@ -1,0 +1,110 @@
+"""Names that survive installing plugins: a built-in keeps its bare name, identity and config hash; a clashing
+plugin gets the qualified name; record file names hold no ':'; an entry-point name is checked at load."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from leaderboard_synth import record
+from run_support import write_suite
+from tokbench.results import load_record, load_records, record_filename, write_record
+
+ROOT = Path(__file__).resolve().parents[1]
+# The cheapest published linear-attention record: 400 optimiser steps, about 7 s of training.
+PUBLISHED = ROOT / "leaderboard/records/tokbench/majority__linear-attention__778acf3e8684266c.json"
+WALK = """
+[grid.task.random-walk]
+context_length = 8
+train_size = 32
+val_size = 16
+test_size = 32
+[grid.train]
+steps = 3
+"""
+# The built-in linear-attention and uniform, and any plugin's linear-attention (a pattern: absent is no error).
+CLASH_SUITE = """
+seeds = 1
+[[grid]]
+tasks = ["random-walk"]
+models = ["linear-attention", "uniform", "*:linear-attention"]
+""" + WALK
+# Two tasks (one from a well-behaved plugin) x two baselines and that plugin's model: 6 pairings.
+MIXED_SUITE = """
+seeds = 1
+[[grid]]
+tasks = ["random-walk", "previous-token"]
+models = ["uniform", "last-token", "two-layer-attention"]
+[grid.task.previous-token]
+train_size = 32
+val_size = 16
+test_size = 32
+""" + WALK
+
+
+def _models(cli, env):
+    listing = cli("ls", "models", "--json", env=env)
+    assert listing.returncode == 0, listing.stderr
+    return {m["name"]: m for m in json.loads(listing.stdout)}
+
+
+def test_a_published_built_in_record_verifies_beside_a_plugin_that_takes_its_name(cli, plugin_site, tmp_path):
+    env = plugin_site(dup="duplicate_model")
+    models = _models(cli, env)
+    assert models["linear-attention"]["plugin"] == "tokbench"
+    assert models["dup:linear-attention"]["plugin"] == "tokbench-fake-plugins"
+    folder = tmp_path / "published"
+    folder.mkdir()
+    shutil.copy(PUBLISHED, folder)
+    verified = cli("verify", str(folder), env=env)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "1 of 1" in verified.stdout + verified.stderr
+
+
+def test_a_clash_changes_no_built_in_identity_and_no_file_name_holds_a_colon(cli, plugin_site, tmp_path):
+    suite = write_suite(tmp_path, CLASH_SUITE)
+    plain = cli("run", "--suite", str(suite), "--dry-run", "--out", str(tmp_path / "plain"))
+    env = plugin_site(dup="duplicate_model")
+    clashing = cli("run", "--suite", str(suite), "--dry-run", "--out", str(tmp_path / "plain"), env=env)
+    assert plain.returncode == 0 and clashing.returncode == 0, plain.stderr + clashing.stderr
+    planned = dict(line.split(None, 3)[2:] for line in clashing.stdout.splitlines() if line.startswith("run"))
+    for line in plain.stdout.splitlines():
+        if line.startswith("run"):  # every built-in pairing keeps its config hash
+            hash_, label = line.split(None, 3)[2:]
+            assert planned[hash_] == label
+    assert any("dup:linear-attention" in label for label in planned.values())
+
+    out = tmp_path / "runs"
+    result = cli("run", "--suite", str(suite), "--out", str(out), "-q", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    files = sorted(p.name for p in out.glob("*.json"))
+    records = [json.loads((out / name).read_text()) for name in files]
+    assert all(":" not in name for name in files)
+    assert {"linear-attention", "dup:linear-attention"} <= {r["model"] for r in records}
+    assert len(records) == 3 and all(r["status"] == "ok" for r in records)
+    assert "random-walk__dup.linear-attention__" in " ".join(files)
+
+
+def test_a_record_file_named_with_a_colon_by_an_older_version_still_loads(tmp_path):
+    rec = record(model="dup:linear-attention")
+    written = write_record(tmp_path, rec)
+    assert written.name == record_filename("random-walk", "dup:linear-attention", rec["config_hash"])
+    assert ":" not in written.name
+    legacy = written.with_name(f"random-walk__dup:linear-attention__{rec['config_hash']}.json")
+    written.rename(legacy)
+    assert load_record(legacy)["model"] == "dup:linear-attention"
+    loaded = load_records(tmp_path)
+    assert list(loaded.records) == [rec["config_hash"]] and not loaded.problems
+
+
+def test_an_entry_point_name_that_cannot_head_a_file_name_is_refused_and_the_rest_runs(cli, plugin_site, tmp_path):
+    env = plugin_site(**{"../../../evil": "duplicate_task", "v2": "contract_v2"})
+    report = {p["name"]: p for p in json.loads(cli("plugins", "--json", env=env).stdout)}
+    assert report["../../../evil"]["status"] == "error" and "is not allowed" in report["../../../evil"]["error"]
+    assert report["v2"]["status"] == "ok"
+    suite = write_suite(tmp_path, MIXED_SUITE)
+    out = tmp_path / "runs"
+    result = cli("run", "--suite", str(suite), "--out", str(out), "-q", env=env)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    records = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    assert len(records) == 6 and all(r["status"] == "ok" for r in records)

@@ -1,4 +1,4 @@
-"""The reference baselines (plugins/tokbench_baselines): uniform, last-token, bayes-optimal."""
+"""The reference baselines (plugins/tokbench_baselines): uniform, last-token, context-guess, bayes-optimal."""
 from __future__ import annotations
 
 import math
@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from tokbench.errors import NotApplicable
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
 
@@ -82,8 +83,30 @@ def test_last_token_solves_the_deterministic_walk_and_breaks_ties_low():
 
 
 def test_baseline_specs_train_nothing_and_plugins_stay_light():
-    for name in ("uniform", "last-token", "bayes-optimal"):
+    for name in ("uniform", "last-token", "context-guess", "bayes-optimal"):
         spec = REGISTRY.model(name)
         assert spec.recipe.steps == 0 and spec.params == () and "Recipe" in spec.description
     code = "import sys, tokbench_baselines, tokbench_attention; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("N, Q", [(4, 4), (5, 2), (16, 16)])
+def test_context_guess_names_a_value_of_the_prefix_one_in_n(N, Q):
+    """mqar's no-recall level: one of the N distinct values, whatever the key, is right with probability 1/N, and
+    its loss is log N. With every key queried (Q = N) the smallest value answers exactly one query per sequence."""
+    n = 4000
+    task, result = pairing("context-guess", "mqar", vocab_size=256, context_length=16 * N, num_kv_pairs=N,
+                           num_queries=Q, train_size=8, val_size=8, test_size=n)
+    accuracy = result.metrics["accuracy"]
+    if Q == N:
+        assert accuracy == pytest.approx(1 / N, abs=1e-12)
+    else:
+        assert within_sampling_error(accuracy, 1 / N, n * Q), f"{accuracy:.4f} against 1/N = {1 / N:.4f}"
+    assert result.metrics["loss"] == pytest.approx(math.log(N), abs=1e-6)
+    assert result.train["steps"] == 0 and result.attention_profile is None
+
+
+def test_context_guess_is_not_applicable_to_a_task_without_a_guess():
+    task = REGISTRY.task("majority").create({})
+    with pytest.raises(NotApplicable, match="no in-context guess"):
+        REGISTRY.model("context-guess").build({}, task)

@@ -1,10 +1,13 @@
 """Built-in plugin: reference baselines that anchor the leaderboard's scale.
 
 ``uniform`` is the floor (1/K), ``bayes-optimal`` the ceiling (the task's own Bayes
-predictor, scored on the test split like any model), and ``last-token`` a strong
-non-attention baseline for Markov tasks. None of them is trained by gradient
-descent (``trained=False``: no recipe, 0 steps), and none has attention weights.
-Each predicts every position, so each pairs with every task.
+predictor, scored on the test split like any model), ``last-token`` a strong
+non-attention baseline for Markov tasks, and ``context-guess`` the level of naming a
+context token that can answer without finding the right one (mqar's 1/N). None of
+them is trained by gradient descent (``trained=False``: no recipe, 0 steps), and
+none has attention weights.
+Each predicts every position, so each pairs with every task (``context-guess`` only with
+a task that declares its guess).
 """
 from tokbench import ModelSpec, Recipe, hookimpl
 
@@ -59,8 +62,25 @@ BAYES_OPTIMAL = ModelSpec(
     oracle=True,
 )
 
+CONTEXT_GUESS = ModelSpec(
+    name="context-guess",
+    version="1",
+    family="baseline",
+    description=(
+        "The task's in-context guess (its guess_log_probs method): it names one of the context tokens that can answer, "
+        "without finding the one that does (ties to the smallest token). On mqar that is one of the N values in "
+        "the prefix, whatever the query: accuracy exactly 1/N, the level of a model that stores the values but "
+        "binds none to its key (no recall). Not applicable to a task that declares no guess. Recipe: none "
+        "(0 steps)."
+    ),
+    implementation="tokbench_baselines.baselines:ContextGuess",
+    recipe=NO_TRAINING,
+    predicts="every",
+    trained=False,
+)
+
 
 @hookimpl
 def register_models(register):
-    for spec in (UNIFORM, LAST_TOKEN, BAYES_OPTIMAL):
+    for spec in (UNIFORM, LAST_TOKEN, CONTEXT_GUESS, BAYES_OPTIMAL):
         register(spec)

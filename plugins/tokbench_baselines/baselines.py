@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from tokbench.errors import NotApplicable
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.task import Split, Task
 
@@ -70,10 +71,13 @@ class BayesOptimal(TokenModel):
         super().__init__(params, task)
         self.task = task
 
+    def law(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The prediction, (n,) or (n, T) for a task scored at many positions, and its log-probabilities or None."""
+        return self.task.bayes_predict(tokens), self.task.bayes_log_probs(tokens)
+
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
-        prediction = self.task.bayes_predict(tokens)  # (n,), or (n, T) for a task scored at many positions
+        prediction, log_probs = self.law(tokens)
         choice = F.one_hot(prediction, self.vocab_size)
-        log_probs = self.task.bayes_log_probs(tokens)
         if log_probs is None:
             return ModelOutput(choice.float())
         return ModelOutput(log_probs.double().clamp(min=self.FLOOR) + self.MARGIN * choice)
@@ -84,3 +88,22 @@ class BayesOptimal(TokenModel):
         chosen = output.logits.argmax(-1, keepdim=True)
         return F.log_softmax(output.logits.scatter_add(-1, chosen, torch.full_like(chosen, -self.MARGIN,
                                                                                    dtype=torch.float64)), dim=-1)
+
+
+class ContextGuess(BayesOptimal):
+    """The task's in-context guess (``Task.guess_log_probs``): the Bayes predictor of a reader that knows which
+    tokens of the context can answer but not which one does. It predicts their argmax (ties to the smallest
+    token) and its loss is their cross-entropy, through :class:`BayesOptimal`'s logits.
+
+    On ``mqar`` that is a uniform choice among the N values of the prefix: accuracy exactly 1/N, loss log N.
+    A task without a guess raises :class:`NotApplicable`.
+    """
+
+    def __init__(self, params: dict[str, Any], task: Task) -> None:
+        super().__init__(params, task)
+        if not callable(getattr(task, "guess_log_probs", None)):
+            raise NotApplicable(f"{task.spec.name} declares no in-context guess (Task.guess_log_probs)")
+
+    def law(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        log_probs = self.task.guess_log_probs(tokens)
+        return log_probs.argmax(-1), log_probs

@@ -1,6 +1,10 @@
 """Recall tasks scored at many positions: multi-query associative recall and selective copying."""
 from __future__ import annotations
 
+import math
+from abc import abstractmethod
+from typing import ClassVar, NamedTuple
+
 import torch
 
 from tokbench.errors import ParamError
@@ -34,8 +38,43 @@ def distinct_draws(n: int, M: int, N: int, generator: torch.Generator) -> torch.
     return chosen.gather(1, order)
 
 
-class MQAR(DeterministicTask):
+class Sourced(NamedTuple):
+    """One draw of a recall task: tokens and labels (n, T), and for each scored query ``rows[i, j]`` the position
+    ``sources[i, j]`` it should read."""
+
+    tokens: torch.Tensor
+    labels: torch.Tensor
+    rows: torch.Tensor
+    sources: torch.Tensor
+
+
+class SourcedTask(DeterministicTask):
+    """A recall task whose every scored query reads one source position (:meth:`draw`), annotated as the
+    mass target :attr:`target_name` by :func:`source_target`.
+
+    The target is an (n, T, T) mask, quadratic in the context (500 MiB for 2,000 sequences at T = 512), so the
+    training batches of ``data = "fresh"``, which never read it, are drawn without it: the same tokens and labels.
+    """
+
+    target_name: ClassVar[str]
+
+    @abstractmethod
+    def draw(self, n: int, generator: torch.Generator) -> Sourced:
+        """``n`` sequences, using only ``generator`` for randomness."""
+
+    def generate(self, n: int, generator: torch.Generator) -> Split:
+        tokens, labels, rows, sources = self.draw(n, generator)
+        return Split(tokens, labels, {self.target_name: source_target(n, self.context_length, rows, sources)})
+
+    def training_batch(self, n: int, generator: torch.Generator) -> Split:
+        tokens, labels, _, _ = self.draw(n, generator)
+        return Split(tokens, labels)
+
+
+class MQAR(SourcedTask):
     """Zoology's multi-query associative recall, with filler token 0 between the queries."""
+
+    target_name = "value_attention"
 
     @property
     def vocab_size(self) -> int:
@@ -61,7 +100,7 @@ class MQAR(DeterministicTask):
             raise ParamError(f"context_length={self.context_length} leaves {self.query_slots} query slots after "
                              f"{N} pairs, fewer than num_queries={Q}; use context_length >= {2 * N + 2 * Q}")
 
-    def generate(self, n: int, generator: torch.Generator) -> Split:
+    def draw(self, n: int, generator: torch.Generator) -> Sourced:
         V, T, N, Q = self.vocab_size, self.context_length, self.params["num_kv_pairs"], self.params["num_queries"]
         keys = 1 + distinct_draws(n, V // 2 - 1, N, generator)
         values = V // 2 + distinct_draws(n, V - V // 2, N, generator)
@@ -76,7 +115,7 @@ class MQAR(DeterministicTask):
         tokens.scatter_(1, queries, keys[:, :Q])
         labels = torch.full((n, T), IGNORE, dtype=torch.int64).scatter_(1, queries, values[:, :Q])
         value_positions = 1 + 2 * torch.arange(Q).expand(n, Q)  # key i sits at 2i, its value at 2i + 1
-        return Split(tokens, labels, {"value_attention": source_target(n, T, queries, value_positions)})
+        return Sourced(tokens, labels, queries, value_positions)
 
     def bayes_accuracy(self) -> float:
         return 1.0  # keys are distinct, so the prefix fixes every queried value
@@ -87,6 +126,17 @@ class MQAR(DeterministicTask):
         value_of.scatter_(1, tokens[:, 0 : 2 * N : 2], tokens[:, 1 : 2 * N : 2])
         return value_of.gather(1, tokens)
 
+    def guess_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(n, T, V): log 1/N on each of the N values of the prefix, -inf elsewhere, at every position.
+
+        The in-context guess (the ``context-guess`` baseline): a reader that holds the values but binds none to
+        its key. The values are distinct, so it is right with probability exactly 1/N at every query, and its
+        loss is log N."""
+        N = self.params["num_kv_pairs"]
+        guess = torch.full((tokens.shape[0], self.vocab_size), -math.inf)
+        guess.scatter_(1, tokens[:, 1 : 2 * N : 2], -math.log(N))
+        return guess[:, None, :].expand(-1, tokens.shape[1], -1)
+
     def describe(self) -> str:
         p = self.params
         return (f"{self.spec.name} v{self.spec.version}: V={self.vocab_size}, T={self.context_length}, "
@@ -94,8 +144,10 @@ class MQAR(DeterministicTask):
                 f"(power_a {p['power_a']:g}); Bayes-optimal accuracy 1")
 
 
-class SelectiveCopy(DeterministicTask):
+class SelectiveCopy(SourcedTask):
     """MAD's selective copying: data tokens among blanks, the copy token, then one blank per data token."""
+
+    target_name = "source_attention"
 
     @property
     def vocab_size(self) -> int:
@@ -116,7 +168,7 @@ class SelectiveCopy(DeterministicTask):
             raise ParamError(f"context_length={T} is too short for num_tokens_to_copy={K}: K data tokens, at least "
                              f"one blank, the copy token and K output positions need context_length >= {2 * K + 2}")
 
-    def generate(self, n: int, generator: torch.Generator) -> Split:
+    def draw(self, n: int, generator: torch.Generator) -> Sourced:
         V, T, K = self.vocab_size, self.context_length, self.params["num_tokens_to_copy"]
         data = torch.randint(0, V - 2, (n, K), generator=generator)
         positions = torch.rand(n, self.region, generator=generator).topk(K, dim=1).indices.sort(dim=1).values
@@ -124,8 +176,7 @@ class SelectiveCopy(DeterministicTask):
         tokens[:, self.region] = V - 1
         labels = torch.full((n, T), IGNORE, dtype=torch.int64)
         labels[:, T - K :] = data
-        outputs = torch.arange(T - K, T).expand(n, K)
-        return Split(tokens, labels, {"source_attention": source_target(n, T, outputs, positions)})
+        return Sourced(tokens, labels, torch.arange(T - K, T).expand(n, K), positions)
 
     def bayes_accuracy(self) -> float:
         return 1.0  # the data tokens are in the input, in order

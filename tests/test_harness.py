@@ -18,7 +18,7 @@ def test_every_recipe_step_is_one_optimiser_step(steps, batch_size):
     recipe = spec.recipe.override({"steps": steps, "batch_size": batch_size, "optimizer": "adam"})
     train = task.make_split("train", 0)
     model, module, taken = train_model(task, spec, spec.resolve({}), recipe, 0, train, None, "cpu")
-    optimizer = module.optimizers(use_pl_optimizer=False)
+    optimizer = module.optimizer
     adam_steps = {int(state["step"]) for state in optimizer.state.values()}
     assert taken == steps and adam_steps == {steps}
     assert module.curve["step"][-1] == steps - 1

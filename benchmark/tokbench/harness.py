@@ -1,4 +1,11 @@
-"""Run one pairing: train a model on a task with PyTorch Lightning, then evaluate it.
+"""Train a cell of replicas with PyTorch Lightning, then evaluate each: one pairing is a cell of one.
+
+A cell is one task setting x one model x a stack of replicas (seeds x the candidates of a learning
+rate and weight decay sweep). Each replica has its own initialisation (from its run seed), data
+stream, optimiser, schedule, clipping, stop, budget curve and record; the replicas of one seed share
+that seed's data stream, which is drawn once. One step trains every live replica, in one vectorised
+forward and backward where that pays, else one after another (:mod:`tokbench.replicas`); either way
+a replica's numbers are those it gets alone, bit for bit when the replicas go one after another.
 
 The Trainer drives training in a few blocks of optimiser steps (one Lightning
 step per block, one epoch in all), so Lightning's per-step machinery, about a
@@ -9,10 +16,10 @@ of their time in the framework. Mini-batch recipes draw a new batch per step, fr
 the training split or, with ``data = "fresh"``, from the task's generator.
 
 The schedule (:func:`block_ends`) also ends a block at each budget of the budget
-curve and at each validation check; the callbacks run there, between blocks:
+curve and at each validation check; the callbacks run there, between blocks, per replica:
 :class:`BudgetCurve` records the evaluation split's accuracy (never used for a
-choice) and :class:`Convergence`, Lightning's ``EarlyStopping``, stops training at
-the recipe's target or plateau. There is no other loop.
+choice) and :class:`Convergence`, Lightning's ``EarlyStopping``, stops the replica at
+the recipe's target or plateau; the others go on. There is no other loop.
 
 Scoring follows the task (contract v2): a model's logits are first aligned to
 the task's labels (:func:`align`), then the loss, the accuracy and every
@@ -26,7 +33,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +43,12 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
-from tokbench.errors import NotApplicable, ParamError, TokbenchError
+from tokbench.errors import NotApplicable, ParamError
 from tokbench.metrics import (agreement, argmax_predictions, attention_metric, chance_accuracy, expected_accuracy,
                               prediction_accuracy, sequence_accuracy)
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
+from tokbench.replicas import NonFiniteLossError, Replica, StackStep, choose_stacking
 from tokbench.results import canonical_json
 from tokbench.seeding import derive_seed
 from tokbench.specs import ModelSpec, Recipe
@@ -59,10 +67,6 @@ warnings.filterwarnings("ignore", message=r".*LightningModule.*has parameters th
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)` is deprecated.*")  # Lightning vs newer torch
 
 
-class NonFiniteLossError(TokbenchError):
-    """The training loss became NaN or infinite."""
-
-
 @dataclass
 class PairingResult:
     """What one trained and evaluated pairing produced.
@@ -79,6 +83,7 @@ class PairingResult:
     diagnostics: dict[str, dict[str, Any]] = field(default_factory=dict)
     budget_curve: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)
+    size: dict[str, int | None] | None = None  # the trained model's TokenModel.size()
 
 
 def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -167,116 +172,139 @@ class _FreshBlocks(IterableDataset):
                    {k: torch.stack([r[k] for r in references]) for k in references[0]})
 
 
-class PairingModule(pl.LightningModule):
-    """Lightning wrapper: the model's own loss, the recipe's optimiser and schedule, a sparse curve.
+class _Streams(IterableDataset):
+    """The data of a stack: per block, one item per stream (:class:`_Blocks` or :class:`_FreshBlocks`, one per
+    run seed), or None for a stream that no live replica reads any more (``live(k)``), which is then not drawn."""
 
-    Each Lightning step trains one block of the schedule (:func:`block_ends`); what happens
-    between blocks (budget evaluations, convergence checks) is in the callbacks. A stop that a
-    callback signals ends the epoch before the next block.
+    def __init__(self, streams: list[_Blocks | _FreshBlocks], live: Callable[[int], bool]) -> None:
+        self.streams, self.live = streams, live
+
+    def __iter__(self) -> Iterator[list[Batch | None]]:
+        iterators = [iter(stream) for stream in self.streams]
+        for _ in self.streams[0].lengths:
+            yield [next(it) if self.live(k) else None for k, it in enumerate(iterators)]
+
+
+def _step_loss(model: TokenModel, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's own training loss on one batch, and its logits aligned to the labels."""
+    output = model(tokens)
+    logits = align(output.logits, labels)
+    return model.loss(output._replace(logits=logits), labels), logits
+
+
+class StackModule(pl.LightningModule):
+    """Lightning wrapper of a stack of replicas: each replica's own loss, optimiser, schedule and sparse curve.
+
+    Each Lightning step trains one block of the schedule (:func:`block_ends`, shared by the replicas);
+    what happens between blocks (budget evaluations, convergence checks) is in the callbacks, per
+    replica. A replica that stops leaves the stack; the epoch ends once none is left.
     """
 
-    def __init__(self, model: TokenModel, recipe: Recipe) -> None:
+    def __init__(self, replicas: list[Replica], stacking: str) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.model, self.recipe = model, recipe
+        self.replicas, self.stacking = replicas, stacking
+        self.models = torch.nn.ModuleList(r.model for r in replicas)  # so that Lightning moves them to the device
+        recipe = replicas[0].recipe
         self.ends = block_ends(recipe)
         self.log_every = max(1, recipe.steps // CURVE_POINTS)
-        self.curve: dict[str, list[float]] = {"step": [], "loss": [], "accuracy": []}
-        self.last_loss = math.nan
-        self.steps_taken = 0
-        self.schedule: torch.optim.lr_scheduler.LRScheduler | None = None
-        self.budget_curve: list[dict[str, Any]] = []  # filled by train_model from BudgetCurve
-        self.stopped_because = "untrained"  # or "target", "plateau", "cap" once trained
+        self.step: StackStep | None = None  # chosen at the first step, on its batches
 
     @property
     def blocks(self) -> int:
         return len(self.ends)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> None:
-        tokens, labels, references = batch
-        optimizer = self.optimizers(use_pl_optimizer=False)
-        clip = self.recipe.grad_clip
+    def training_step(self, batch: list[Batch | None], batch_idx: int) -> None:
         first = self.ends[batch_idx - 1] if batch_idx else 0
+        live = [r for r in self.replicas if r.active]
         for step in range(first, self.ends[batch_idx]):
-            i = (step - first) % len(tokens)
-            output = self.model(tokens[i])
-            logits = align(output.logits, labels[i])
-            loss = self.model.loss(output._replace(logits=logits), labels[i])
-            if step % self.log_every == 0 or step == self.recipe.steps - 1:
-                self._log(step, loss, logits, labels[i], {k: v[i] for k, v in references.items()})
-            optimizer.zero_grad()
-            # Plain backward, not manual_backward: the Trainer runs in 32-bit (no loss scaling to apply),
-            # and Lightning's per-call hooks cost a measurable share of these sub-millisecond steps.
-            loss.backward()
-            if clip:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-            optimizer.step()
-            if self.schedule is not None:
-                self.schedule.step()
-        self.steps_taken = self.ends[batch_idx]
+            picked = []
+            for r in live:
+                tokens, labels, references = batch[r.stream]
+                i = (step - first) % len(tokens)
+                picked.append((tokens[i], labels[i], {k: v[i] for k, v in references.items()}))
+            models, tokens, labels = [r.model for r in live], [p[0] for p in picked], [p[1] for p in picked]
+            if self.step is None:
+                self.step = choose_stacking(self.stacking, models, _step_loss, tokens, labels)
+            for r in live:
+                r.optimizer.zero_grad()
+            for r, (loss, logits), (_, labels_, references) in zip(live, self.step(models, tokens, labels), picked):
+                if step % self.log_every == 0 or step == r.recipe.steps - 1:
+                    try:
+                        logged = r.log(step, loss, logits, labels_, references)
+                    except NonFiniteLossError as exc:
+                        r.fail(exc)
+                        continue
+                    if self.logger is not None:
+                        suffix = f"_{r.index}" if len(self.replicas) > 1 else ""
+                        self.logger.log_metrics({k + suffix: v for k, v in logged.items()}, step=step)
+                if r.recipe.grad_clip:
+                    torch.nn.utils.clip_grad_norm_(r.model.parameters(), r.recipe.grad_clip)
+                r.optimizer.step()
+                if r.schedule is not None:
+                    r.schedule.step()
+            live = [r for r in live if r.active]
+        for r in live:
+            r.steps_taken = self.ends[batch_idx]
 
-    def _log(self, step: int, loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor,
-             references: dict[str, torch.Tensor]) -> None:
-        value = loss.item()
-        if not math.isfinite(value):
-            raise NonFiniteLossError(f"loss became {value} at step {step}")
-        logits = logits.detach()
-        accuracy = sequence_accuracy(logits, labels).mean().item()
-        points = {"step": step, "loss": value, "accuracy": accuracy}
-        for name, reference in references.items():
-            points[f"agree_{name}"] = agreement(logits, reference, labels).mean().item()
-        for key, item in points.items():
-            self.curve.setdefault(key, []).append(item)
-        if self.logger is not None:
-            self.logger.log_metrics({"train_loss": value, "train_accuracy": accuracy}, step=step)
-        self.last_loss = value
+    def on_train_batch_end(self, *args: Any) -> None:  # after the callbacks, which may have stopped replicas
+        if not any(r.active for r in self.replicas):
+            self.trainer.should_stop = True
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        optimizer = make_optimizer(self.recipe, self.model.parameters())
-        self.schedule = make_schedule(self.recipe, optimizer)
-        return optimizer
+    def configure_optimizers(self) -> list[torch.optim.Optimizer]:
+        for r in self.replicas:
+            r.optimizer = make_optimizer(r.recipe, r.model.parameters())
+            r.schedule = make_schedule(r.recipe, r.optimizer)
+        return [r.optimizer for r in self.replicas]
 
 
 class BudgetCurve(pl.Callback):
-    """Accuracy on the evaluation split at each budget step that training reaches: reported, never used for a
-    choice (nothing reads it during the run)."""
+    """A replica's accuracy on its evaluation split at each budget step that it reaches: reported, never used
+    for a choice (nothing reads it during the run)."""
 
-    def __init__(self, split: Split, budgets: tuple[int, ...]) -> None:
-        self.split, self.budgets = split, set(budgets)
-        self.points: list[dict[str, Any]] = []
+    def __init__(self, replica: Replica, split: Split, budgets: tuple[int, ...]) -> None:
+        self.replica, self.split, self.budgets = replica, split, set(budgets)
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
-        if module.steps_taken in self.budgets:
-            self.points.append({"step": module.steps_taken, "accuracy": evaluate_accuracy(module.model, self.split)})
-            module.model.train()
+        r = self.replica
+        if r.active and r.steps_taken in self.budgets:
+            r.budget_curve.append({"step": r.steps_taken, "accuracy": evaluate_accuracy(r.model, self.split)})
+            r.model.train()
 
 
 class Convergence(EarlyStopping):
-    """Lightning's :class:`EarlyStopping` on validation accuracy, checked every ``eval_every`` optimiser steps
-    (between blocks) instead of once per epoch.
+    """Lightning's :class:`EarlyStopping` on a replica's validation accuracy, checked every ``eval_every``
+    optimiser steps (between blocks) instead of once per epoch; a stop ends that replica only.
 
     ``target``: stop once the accuracy reaches ``threshold`` (``target`` x the oracle's validation accuracy);
     ``patience``: stop once it has not gained more than ``min_delta`` over ``patience`` steps (rounded
     up to whole checks). No check at the cap itself, where training ends anyway.
     """
 
-    def __init__(self, recipe: Recipe, val: Split, threshold: float | None,
+    def __init__(self, replica: Replica, val: Split, threshold: float | None,
                  label_law: torch.Tensor | None = None) -> None:
+        recipe = replica.recipe
         checks = math.ceil(recipe.patience / recipe.eval_every) if recipe.patience else math.inf
         # EarlyStopping stops when accuracy > stopping_threshold; the float just below makes that ">= threshold"
         below = None if threshold is None else math.nextafter(threshold, -math.inf)
         super().__init__(monitor="val_accuracy", mode="max", min_delta=recipe.min_delta, patience=checks,
                          stopping_threshold=below, check_on_train_epoch_end=False)
-        self.val, self.label_law, self.eval_every, self.cap = val, label_law, recipe.eval_every, recipe.steps
+        self.replica, self.val, self.label_law = replica, val, label_law
+        self.eval_every, self.cap = recipe.eval_every, recipe.steps
+
+    @property
+    def state_key(self) -> str:  # one per replica: Lightning refuses two stateful callbacks with one key
+        return self._generate_state_key(monitor=self.monitor, mode=self.mode, replica=self.replica.index)
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
-        steps = module.steps_taken
-        if steps % self.eval_every or steps >= self.cap:
+        r = self.replica
+        if not r.active or r.steps_taken % self.eval_every or r.steps_taken >= self.cap:
             return
-        accuracy = torch.tensor(evaluate_accuracy(module.model, self.val, self.label_law), dtype=torch.float64)
-        module.model.train()
+        accuracy = torch.tensor(evaluate_accuracy(r.model, self.val, self.label_law), dtype=torch.float64)
+        r.model.train()
         should_stop, _ = self._evaluate_stopping_criteria(accuracy)
-        trainer.should_stop = trainer.should_stop or should_stop
+        if should_stop:
+            r.stop(self.stopped_because)
 
     @property
     def stopped_because(self) -> str | None:
@@ -468,77 +496,114 @@ def _trainer(blocks: int, out_dir: Path | None, accelerator: str, callbacks: lis
     )
 
 
+@dataclass
+class SeedData:
+    """The splits of one run seed that training reads: ``train``; ``val`` for stops; ``evaluation`` for budgets."""
+
+    train: Split
+    val: Split | None = None
+    evaluation: Split | None = None
+
+
+def train_replicas(
+    task: Task, model_spec: ModelSpec, model_params: dict[str, Any], plan: Sequence[tuple[Recipe, int]],
+    data: Mapping[int, SeedData], out_dir: Path | None, accelerator: str, stacking: str = "auto",
+) -> list[Replica]:
+    """Build one model per ``(recipe, seed)`` of ``plan`` from its seed's init seed and train them as one stack.
+
+    The recipes may differ in ``lr`` and ``weight_decay`` only (the block schedule is shared). Each replica
+    trains on ``data[seed].train`` (``data = "fixed"``) or on new sequences from the task's generator drawn
+    from its seed (``"fresh"``), as it would alone; with ``val``, its recipe's ``target`` and ``patience`` may
+    stop it early (:class:`Convergence`); with ``evaluation``, its accuracy is taken at each budget
+    (:class:`BudgetCurve`). ``stacking`` (:data:`tokbench.replicas.STACKINGS`) says how a step computes the
+    live replicas: ``auto`` vmaps them off the CPU where the model allows it. Returns the replicas in
+    ``plan`` order; one whose loss became non-finite has its ``error`` set, and the others went on. Models
+    without trainable parameters (or ``steps = 0``) are built and fitted, not trained.
+    """
+    replicas = []
+    for index, (recipe, seed) in enumerate(plan):
+        torch.manual_seed(derive_seed(seed, "init"))
+        model = model_spec.build(model_params, task)
+        model.fit(data[seed].train)
+        replicas.append(Replica(model, recipe, seed, index=index))
+    trainable = [r for r in replicas
+                 if model_spec.trained and r.recipe.steps and any(p.requires_grad for p in r.model.parameters())]
+    if not trainable:
+        return replicas
+    recipe = trainable[0].recipe
+    if any(replace(r.recipe, lr=recipe.lr, weight_decay=recipe.weight_decay) != recipe for r in trainable):
+        raise ValueError("the replicas of a stack may differ in lr and weight_decay only")
+    seeds = list(dict.fromkeys(r.seed for r in trainable))  # one data stream per seed, shared by its replicas
+    lengths = _lengths(block_ends(recipe))
+    streams: list[_Blocks | _FreshBlocks] = [
+        _FreshBlocks(task, recipe.batch_size, lengths, seed) if recipe.data == "fresh"
+        else _Blocks(data[seed].train, recipe.batch_size, lengths, derive_seed(seed, "batches")) for seed in seeds]
+    callbacks: list[pl.Callback] = []
+    thresholds: dict[int, tuple[torch.Tensor | None, float | None]] = {}  # per seed: the validation law, the target
+    for r in trainable:
+        r.stream = seeds.index(r.seed)
+        seed_data = data[r.seed]
+        if seed_data.evaluation is not None:
+            callbacks.append(BudgetCurve(r, seed_data.evaluation, r.recipe.budgets))
+        if r.recipe.stops_early and seed_data.val is not None:
+            if r.seed not in thresholds:
+                law = validation_law(task, seed_data.val, recipe)
+                target = recipe.target * oracle_accuracy(task, seed_data.val, law) if recipe.target else None
+                thresholds[r.seed] = (law, target)
+            law, target = thresholds[r.seed]
+            callbacks.append(Convergence(r, seed_data.val, target, law))
+    module = StackModule(trainable, stacking)
+    live = _Streams(streams, lambda k: any(r.active and r.stream == k for r in trainable))
+    _trainer(module.blocks, out_dir, accelerator, callbacks).fit(module, train_dataloaders=DataLoader(live, batch_size=None))
+    for r in trainable:
+        r.replicas, r.stacking = len(trainable), module.step.mode if module.step else "sequential"
+        if r.active:
+            r.stop("cap")
+    return replicas
+
+
 def train_model(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
     train: Split, out_dir: Path | None, accelerator: str, val: Split | None = None, evaluation: Split | None = None,
-) -> tuple[TokenModel, PairingModule, int]:
-    """Build the model from the run's init seed and train it with ``recipe``: on ``train`` (``data = "fixed"``),
-    or on new sequences from the task's generator at every step (``"fresh"``).
+) -> tuple[TokenModel, Replica, int]:
+    """Train one model alone (a stack of one, :func:`train_replicas`); raises :class:`NonFiniteLossError` if its
+    loss became non-finite.
 
-    With ``val``, a recipe's ``target`` and ``patience`` may stop training early (:class:`Convergence`); with
-    ``evaluation``, its accuracy is taken at each of the recipe's budgets (:class:`BudgetCurve`). Returns the
-    trained model, its Lightning module (which holds the curve, ``budget_curve`` and ``stopped_because``) and
-    the number of optimiser steps taken (0 for models without trainable parameters).
+    Returns the trained model, its :class:`~tokbench.replicas.Replica` (which holds the curve, ``budget_curve``,
+    ``stopped_because`` and the optimiser) and the number of optimiser steps taken (0 for models without
+    trainable parameters).
     """
-    torch.manual_seed(derive_seed(seed, "init"))
-    model = model_spec.build(model_params, task)
-    model.fit(train)
-    module = PairingModule(model, recipe)
-    if not model_spec.trained or recipe.steps == 0 or not any(p.requires_grad for p in model.parameters()):
-        return model, module, 0
-    if recipe.data == "fresh":
-        blocks: IterableDataset = _FreshBlocks(task, recipe.batch_size, _lengths(module.ends), seed)
-    else:
-        blocks = _Blocks(train, recipe.batch_size, _lengths(module.ends), derive_seed(seed, "batches"))
-    budgets = BudgetCurve(evaluation, recipe.budgets) if evaluation is not None else None
-    convergence = None
-    if recipe.stops_early and val is not None:
-        law = validation_law(task, val, recipe)
-        threshold = recipe.target * oracle_accuracy(task, val, law) if recipe.target else None
-        convergence = Convergence(recipe, val, threshold, law)
-    callbacks = [c for c in (budgets, convergence) if c is not None]
-    _trainer(module.blocks, out_dir, accelerator, callbacks).fit(
-        module, train_dataloaders=DataLoader(blocks, batch_size=None))
-    module.budget_curve = budgets.points if budgets is not None else []
-    module.stopped_because = (convergence and convergence.stopped_because) or "cap"
-    return model, module, module.steps_taken
+    (replica,) = train_replicas(task, model_spec, model_params, [(recipe, seed)], {seed: SeedData(train, val, evaluation)},
+                                out_dir, accelerator)
+    if replica.error is not None:
+        raise replica.error
+    return replica.model, replica, replica.steps_taken
 
 
 def _lengths(ends: list[int]) -> list[int]:
     return [end - start for start, end in zip([0, *ends], ends)]
 
 
-@dataclass
-class _Trained:
-    model: TokenModel
-    module: PairingModule
-    steps: int
-    recipe: Recipe
+def select_recipe(task: Task, recipe: Recipe, val: Split, candidates: Sequence[Replica]) -> tuple[Replica, dict[str, float]]:
+    """The candidate of the recipe's sweep with the best accuracy on ``val``; ties go to the earlier candidate.
 
-
-def select_recipe(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
-                  train: Split, val: Split, out_dir: Path | None, accelerator: str, evaluation: Split | None = None,
-                  ) -> tuple[_Trained, dict[str, float]]:
-    """Train once per candidate of the recipe's sweep and keep the best on ``val``.
-
-    Every candidate starts from the same initialisation; ties go to the earlier candidate.
-    Returns the kept training and the validation accuracy of each candidate (empty without a sweep).
+    ``candidates`` are the trained replicas of one seed, one per ``recipe.candidates()``, all from the same
+    initialisation. Returns the kept one and the validation accuracy of each (empty without a sweep).
+    A candidate whose loss became non-finite fails the pairing, as the sweep would alone.
     """
-    candidates = recipe.candidates()
-    best: tuple[float, _Trained] | None = None
-    selection: dict[str, float] = {}
-    sweeping = len(candidates) > 1 or bool(recipe.lr_grid or recipe.wd_grid)
-    law = validation_law(task, val, recipe) if sweeping else None  # the same for every candidate
     for candidate in candidates:
-        model, module, steps = train_model(task, model_spec, model_params, candidate, seed, train, out_dir,
-                                           accelerator, val, evaluation)
-        trained = _Trained(model, module, steps, candidate)
-        if not sweeping:
-            return trained, selection
-        accuracy = evaluate_accuracy(model, val, law)
-        selection[_candidate_key(recipe, candidate)] = accuracy
+        if candidate.error is not None:
+            raise candidate.error
+    if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
+        return candidates[0], {}
+    law = validation_law(task, val, recipe)  # the same for every candidate
+    best: tuple[float, Replica] | None = None
+    selection: dict[str, float] = {}
+    for candidate in candidates:
+        accuracy = evaluate_accuracy(candidate.model, val, law)
+        selection[_candidate_key(recipe, candidate.recipe)] = accuracy
         if best is None or accuracy > best[0]:
-            best = (accuracy, trained)
+            best = (accuracy, candidate)
     assert best is not None
     return best[1], selection
 
@@ -547,6 +612,44 @@ def _candidate_key(recipe: Recipe, candidate: Recipe) -> str:
     if not recipe.wd_grid:
         return f"{candidate.lr:g}"
     return f"lr={candidate.lr:g},wd={candidate.weight_decay:g}"
+
+
+def run_cell(
+    task: Task,
+    model_spec: ModelSpec,
+    model_params: dict[str, Any],
+    recipe: Recipe,
+    seeds: Sequence[int],
+    out_dir: Path | None = None,
+    accelerator: str = "auto",
+    evaluate_at: Sequence[Mapping[str, Any]] = (),
+    stacking: str = "auto",
+) -> list[PairingResult | Exception]:
+    """Train and evaluate ``model_spec`` on ``task`` for each of ``seeds`` together: every seed x every candidate
+    of the recipe's sweep is one replica of one stack (:func:`train_replicas`).
+
+    Returns, per seed in order, its :class:`PairingResult` (what :func:`run_pairing` returns for that seed) or
+    the exception that failed that seed alone (a non-finite loss, an error while evaluating); an error that
+    concerns the whole cell (building the model, say) is raised. A result's ``train.wall_seconds`` is its
+    share of the cell's splits and training (divided equally among the seeds) plus its own evaluation.
+    """
+    started = time.perf_counter()
+    names = dict.fromkeys(("train", "val", task.eval_split))
+    splits = {seed: {name: task.make_split(name, seed) for name in names} for seed in seeds}
+    candidates = recipe.candidates()
+    plan = [(candidate, seed) for seed in seeds for candidate in candidates]
+    data = {seed: SeedData(s["train"], s["val"], s[task.eval_split]) for seed, s in splits.items()}
+    replicas = train_replicas(task, model_spec, model_params, plan, data, out_dir, accelerator, stacking)
+    share = (time.perf_counter() - started) / len(seeds)
+    results: list[PairingResult | Exception] = []
+    for k, seed in enumerate(seeds):
+        own = replicas[k * len(candidates):(k + 1) * len(candidates)]
+        try:
+            results.append(_evaluated(task, model_spec, model_params, recipe, seed, splits[seed], own, evaluate_at,
+                                      share))
+        except Exception as exc:  # noqa: BLE001 - one seed's failure is its record's, not its cell-mates'
+            results.append(exc)
+    return results
 
 
 def run_pairing(
@@ -559,21 +662,30 @@ def run_pairing(
     accelerator: str = "auto",
     evaluate_at: Sequence[Mapping[str, Any]] = (),
 ) -> PairingResult:
-    """Train ``model_spec`` on ``task`` with ``recipe`` and evaluate it, also at each setting of ``evaluate_at``.
+    """Train ``model_spec`` on ``task`` with ``recipe`` and evaluate it, also at each setting of ``evaluate_at``:
+    a cell of one seed (:func:`run_cell`).
 
     Seeds: each split of the task has its own data seed and the model's
     initialisation has another, all derived from ``seed``. On the CPU the same
     arguments give bit-identical metrics.
 
     With ``recipe.lr_grid`` and/or ``recipe.wd_grid`` the model is trained once per
-    candidate from the same initialisation, and the one with the best validation
-    accuracy is kept (see :func:`select_recipe`). The test split is never looked at
+    candidate from the same initialisation, the candidates as replicas of one stack, and the one with
+    the best validation accuracy is kept (see :func:`select_recipe`). The test split is never looked at
     during the selection or for stopping; its accuracy at the recipe's budgets is only reported.
     """
+    (result,) = run_cell(task, model_spec, model_params, recipe, [seed], out_dir, accelerator, evaluate_at)
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
+               splits: Mapping[str, Split], candidates: Sequence[Replica], evaluate_at: Sequence[Mapping[str, Any]],
+               shared_seconds: float) -> PairingResult:
+    """One seed's result: the sweep's choice among its trained ``candidates``, evaluated on every split."""
     started = time.perf_counter()
-    splits = {name: task.make_split(name, seed) for name in dict.fromkeys(("train", "val", task.eval_split))}
-    kept, selection = select_recipe(task, model_spec, model_params, recipe, seed, splits["train"], splits["val"],
-                                    out_dir, accelerator, splits[task.eval_split])
+    kept, selection = select_recipe(task, recipe, splits["val"], candidates)
     # Train, validation, then the evaluation split (which may be one of them), each evaluated once:
     # a stochastic model (the uniform guess) then gives one accuracy per split, drawn in a fixed order.
     metrics: dict[str, float] = {}
@@ -590,17 +702,19 @@ def run_pairing(
     evaluations = [evaluate_setting(kept.model, task, model_spec, overrides, seed, model_params)
                    for overrides in evaluate_at]
     # the recipe, then what training did: "steps" is the number taken (0 without training, fewer on an early stop)
-    train_info = {**kept.recipe.to_json(), "steps": kept.steps, "max_steps": kept.recipe.steps,
-                  "stopped_because": kept.module.stopped_because, "final_loss": kept.module.last_loss,
-                  "wall_seconds": time.perf_counter() - started}
+    train_info = {**kept.recipe.to_json(), "steps": kept.steps_taken, "max_steps": kept.recipe.steps,
+                  "stopped_because": kept.stopped_because, "final_loss": kept.last_loss,
+                  "wall_seconds": shared_seconds + time.perf_counter() - started}
+    if kept.replicas > 1:  # trained in a stack: how many replicas, and how a step computed them
+        train_info.update(replicas=kept.replicas, stacking=kept.stacking)
     if selection:
         train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
                           lr_selection_val_accuracy=selection)
-    budget_curve = [p for p in kept.module.budget_curve if p["step"] != kept.steps]
-    budget_curve.append({"step": kept.steps, "accuracy": accuracy, "final": True})
-    return PairingResult(metrics=metrics, train=train_info, curve=kept.module.curve,
+    budget_curve = [p for p in kept.budget_curve if p["step"] != kept.steps_taken]
+    budget_curve.append({"step": kept.steps_taken, "accuracy": accuracy, "final": True})
+    return PairingResult(metrics=metrics, train=train_info, curve=kept.curve,
                          attention_profile=attention_profile, diagnostics=diagnostics,
-                         budget_curve=budget_curve, evaluations=evaluations)
+                         budget_curve=budget_curve, evaluations=evaluations, size=kept.model.size())
 
 
 def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overrides: Mapping[str, Any],

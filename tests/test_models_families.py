@@ -13,7 +13,8 @@ from tokbench.plugins import registry
 from tokbench_models import ENCODING_CHOICES
 from tokbench_models.linear_attention import feature_map
 
-FAMILY = ("transformer", "transformer-2l", "transformer-4l", "linear-attention", "gru", "lstm", "mlp", "mamba")
+FAMILY = ("transformer", "transformer-2l", "transformer-4l", "linear-attention", "gru", "lstm", "mlp", "mamba", "gla",
+          "h3")
 WITH_ATTENTION = ("transformer", "transformer-2l", "transformer-4l", "linear-attention")
 
 

@@ -71,6 +71,18 @@ class TokenModel(nn.Module):
     def fit(self, train: Split) -> None:
         """Fit non-gradient state on the training split before optimisation (baselines)."""
 
+    def state_size(self) -> int | None:
+        """The floats the model carries from one position to the next, per sequence, summed over its layers: the
+        state of its recurrent form (docs/models.md, "Sizes"). ``None`` where it has none of fixed size: attention
+        reads every earlier position, so what it keeps grows with the context; also the default."""
+        return None
+
+    def size(self) -> dict[str, int | None]:
+        """What the run record states as ``size``: trainable parameters (a tied weight counted once) and
+        :meth:`state_size`."""
+        trainable = sum(parameter.numel() for parameter in self.parameters() if parameter.requires_grad)
+        return {"parameters": trainable, "state": self.state_size()}
+
     def value_matrix(self) -> torch.Tensor | None:
         """The (V, V) map from attended tokens to output scores, if the model has one."""
         return None

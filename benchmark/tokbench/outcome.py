@@ -176,6 +176,8 @@ def record_of(pairing: Pairing, outcome: Outcome, provenance: Mapping[str, Any])
     }
     if result is not None:
         record["budget_curve"] = clean(result.budget_curve)
+        if result.size is not None:
+            record["size"] = dict(result.size)
         if result.evaluations:
             record["evaluations"] = clean(result.evaluations)
     if pairing.variant.rung is not None:

@@ -1,7 +1,7 @@
 """Built-in plugin: model families beyond one attention layer.
 
 Multi-layer causal transformers, causal linear attention, GRU and LSTM, a fully connected net on
-the flattened sequence, and Mamba. Every family predicts at every position (causally), so each
+the flattened sequence, Mamba, gated linear attention (GLA) and H3. Every family predicts at every position (causally), so each
 applies to tasks scored at the last position and to tasks scored at many. The implementations
 (one family per module) are imported only when a run builds a model.
 """
@@ -154,6 +154,58 @@ MAMBA = ModelSpec(
     predicts="every",
 )
 
+GLA = ModelSpec(
+    name="gla",
+    version="1",
+    family="gated linear attention",
+    description=(
+        "Gated linear attention (GLA) in the pre-LN decoder of `transformer`: per head a matrix state "
+        "S_t = diag(alpha_t) S_{t-1} + k_t^T v_t with a data-dependent forget gate alpha_t = sigmoid(x W1 W2 + b)^(1/16) "
+        "(rank 16), o_t = q_t S_t, keys of width d/2 and values of width d, an RMSNorm per head and a swish output "
+        "gate; trained in the chunkwise form (chunks of 16), flash-linear-attention's kernel on a GPU where "
+        f"installed; no positional encoding, no attention reported. Recipe: {ADAMW_COSINE.describe()}."
+    ),
+    citation=("Yang, Wang, Shen, Panda & Kim, Gated Linear Attention Transformers with Hardware-Efficient Training, "
+              "ICML 2024, arXiv:2312.06635 (Sec. 4.1 recurrent form and gate, Sec. 4.2 chunkwise form, Sec. 4.4 "
+              "the GLA layer)"),
+    implementation="tokbench_models.gla:GLATransformer",
+    params=(
+        Param("layers", "int", 2, "blocks (GLA + optional MLP)", low=1),
+        Param("d", "int", 32, "width of the residual stream", low=1),
+        Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)", low=1),
+        Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the mixer of each block"),
+    ),
+    recipe=ADAMW_COSINE,
+    predicts="every",
+)
+
+H3 = ModelSpec(
+    name="h3",
+    version="1",
+    family="gated convolution",
+    description=(
+        "H3 (Hungry Hungry Hippos) in the pre-LN decoder of `transformer`: keys through a shift SSM (a causal "
+        "convolution of d_state taps), multiplied by the values, through a diagonal SSM (S4D: S4D-Lin "
+        "initialisation, bilinear discretisation), then by the queries; per head of width head_dim an outer "
+        "product k v^T; both SSMs computed as convolutions (the diagonal one by FFT); no positional encoding, no "
+        f"attention reported. Recipe: {ADAMW_COSINE.describe()}."
+    ),
+    citation=("Fu, Dao, Saab, Thomas, Rudra & Re, Hungry Hungry Hippos: Towards Language Modeling with State Space "
+              "Models, ICLR 2023, arXiv:2212.14052 (Sec. 3.1 and Algorithm 1, the H3 layer; Sec. 3.3, SSMs as FFT "
+              "convolutions); the authors' code (HazyResearch/H3) for the SSMs' initialisation"),
+    implementation="tokbench_models.h3:H3",
+    params=(
+        Param("layers", "int", 2, "blocks (H3 + optional MLP)", low=1),
+        Param("d", "int", 32, "width of the residual stream", low=1),
+        Param("head_dim", "int", 1, "width e of a head: the outer products are e x e (d must be a multiple)", low=1),
+        Param("d_state", "int", 64, "state size N of each SSM: taps of the shift SSM, 2 x the diagonal SSM's "
+              "complex modes (even)", low=2),
+        Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the mixer of each block"),
+    ),
+    recipe=ADAMW_COSINE,
+    predicts="every",
+)
+
 
 # Makkuva et al.'s code (Bond1995/Markov): nanoGPT at 1 layer, 1 head, d = 8, tied embeddings; AdamW lr 2e-3,
 # weight decay 1e-3, cosine decay after a 2% warm-up, batch 16, 400 iterations.
@@ -181,5 +233,5 @@ TIED = ModelSpec(
 
 @hookimpl
 def register_models(register):
-    for spec in (*TRANSFORMERS, TIED, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA):
+    for spec in (*TRANSFORMERS, TIED, LINEAR_ATTENTION, *RECURRENT, MLP, MAMBA, GLA, H3):
         register(spec)

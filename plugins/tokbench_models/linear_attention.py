@@ -58,6 +58,10 @@ class CausalLinearAttention(nn.Module):
             attention = None
         return self.proj(y.transpose(1, 2).reshape(n, T, d)), attention
 
+    def state_size(self) -> int:
+        """The running sums of every head: S_t (e, e) and z_t (e)."""
+        return self.heads * (self.head_width ** 2 + self.head_width)
+
 
 class LinearTransformer(Transformer):
     """The pre-LN decoder of transformer.py with causal linear attention as its mixer."""

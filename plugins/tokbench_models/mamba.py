@@ -37,3 +37,9 @@ class MambaModel(TokenModel):
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         x = self.backbone(self.embedding(tokens))  # (n, T, d)
         return ModelOutput(self.head(self.norm(x)))  # (n, T, V)
+
+    def state_size(self) -> int:
+        """Per layer, mambapy's recurrent cache: the SSM state (E d, N) and the convolution's last d_conv - 1
+        inputs (E d, d_conv - 1)."""
+        inner = self.params["expand"] * self.params["d"]
+        return self.params["layers"] * inner * (self.params["d_state"] + self.params["d_conv"] - 1)

@@ -59,3 +59,7 @@ class FlattenedMLP(TokenModel):
         else:
             h = rows.cumsum(1) + self.position_bias  # (n, T, w)
         return ModelOutput(self.head(self.hidden(torch.relu(h))))  # (n, V) or (n, T, V)
+
+    def state_size(self) -> int:
+        """The running sum of first-layer rows, sum_{s <= t} W1[s, s_s]: all that h_{t+1} needs of the past."""
+        return self.params["width"]

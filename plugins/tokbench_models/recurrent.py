@@ -23,6 +23,7 @@ class Recurrent(TokenModel):
     """An embedding, a stack of ``layers`` recurrent layers and a linear read-out at every position."""
 
     cell: type[nn.RNNBase] = nn.GRU
+    carried = 1  # vectors of width h a layer carries to the next position: h (GRU); h and the cell c (LSTM)
 
     def __init__(self, params: dict[str, Any], task: Task) -> None:
         super().__init__(params, task)
@@ -34,6 +35,9 @@ class Recurrent(TokenModel):
         states, _ = self.rnn(self.embedding(tokens))  # (n, T, h)
         return ModelOutput(self.head(states))
 
+    def state_size(self) -> int:
+        return self.carried * self.params["hidden"] * self.params["layers"]
+
 
 class GRU(Recurrent):
     cell = nn.GRU
@@ -41,3 +45,4 @@ class GRU(Recurrent):
 
 class LSTM(Recurrent):
     cell = nn.LSTM
+    carried = 2

@@ -11,8 +11,9 @@ Shape legend: n sequences, T positions, V vocabulary, d width, L layers, H heads
 Positional encodings are the single-layer family's (``tokbench_attention.positional``):
 a table is added to (or concatenated with, then projected back to d) the embeddings
 once; a rotation or a score bias acts in every layer, shared by all of them, as in T5.
-The mixer of a block is a class attribute, so linear attention (linear_attention.py)
-reuses everything here with another mixer. Positions are computed for the input at
+The mixer of a block is built by ``build_mixer``, so linear attention (linear_attention.py),
+gated linear attention (gla.py) and H3 (h3.py) reuse everything here with another mixer;
+a mixer without positional parameters gets NoPE. Positions are computed for the input at
 hand: the decoder runs on inputs longer than the context it was built for, except
 with a learned or concatenated table, which raises NotApplicable (positional.py).
 """
@@ -76,6 +77,10 @@ class CausalSelfAttention(nn.Module):
             attention = None
         return self.proj(y.transpose(1, 2).reshape(n, T, d)), attention
 
+    def state_size(self) -> int | None:
+        """None: what attention reads of the past grows with the context (docs/models.md, "Sizes")."""
+        return None
+
 
 class MLP(nn.Module):
     """The position-wise feed-forward net: d -> 4d -> d with a GELU."""
@@ -115,22 +120,32 @@ class Transformer(TokenModel):
 
     def __init__(self, params: dict[str, Any], task: Task) -> None:
         super().__init__(params, task)
-        d, heads = params["d"], params["heads"]
+        d, heads = params["d"], params.get("heads", 1)
         if d % heads:
             raise ParamError(f"d={d} must be a multiple of heads={heads}")
         T = self.context_length
-        self.encoding = ENCODINGS[params["positional"]](params, T, d, heads)
+        self.encoding = ENCODINGS[params.get("positional", "nope")](params, T, d, heads)
         self.embedding = nn.Embedding(self.vocab_size, d)
         table = self.encoding.table()
         # a concatenated table widens the input: project [token; position] back to the width d
         self.inlet = nn.Linear(d + table.shape[1], d, bias=False) if self.encoding.concatenated else None
-        self.blocks = nn.ModuleList(Block(self.mixer(d, heads), d, params["mlp"]) for _ in range(params["layers"]))
+        self.blocks = nn.ModuleList(Block(self.build_mixer(params), d, params["mlp"]) for _ in range(params["layers"]))
         self.ln_final = nn.LayerNorm(d)
         self.head = nn.Linear(d, self.vocab_size, bias=False)
         self.apply(self._init_weights)
         with torch.no_grad():  # learned position tables and biases on the embeddings' scale (GPT-2)
             for parameter in self.encoding.parameters():
                 parameter.normal_(0.0, 0.02)
+
+    def build_mixer(self, params: dict[str, Any]) -> nn.Module:
+        """One block's sequence mixer: ``forward(x, encoding, need_attention)`` returns ``(y, attention or None)``,
+        and ``state_size()`` the floats it carries from one position to the next (None: no fixed-size state)."""
+        return self.mixer(params["d"], params["heads"])
+
+    def state_size(self) -> int | None:
+        """The blocks' mixers' states summed; None if a mixer has none of fixed size (attention)."""
+        sizes = [block.mixer.state_size() for block in self.blocks]
+        return None if None in sizes else sum(sizes)
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -152,7 +167,8 @@ class Transformer(TokenModel):
             x, attention = block(x, self.encoding, need_attention)
             maps.append(attention)
         logits = self.head(self.ln_final(x))  # (n, T, V)
-        return ModelOutput(logits, torch.stack(maps, dim=1) if need_attention else None)  # (n, L, H, T, T)
+        reported = need_attention and all(m is not None for m in maps)  # a mixer without attention weights reports none
+        return ModelOutput(logits, torch.stack(maps, dim=1) if reported else None)  # (n, L, H, T, T)
 
 
 class TiedTransformer(Transformer):

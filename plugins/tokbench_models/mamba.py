@@ -7,7 +7,9 @@ Shape legend: n sequences, T positions, V vocabulary, d width, L layers.
     logits = head(RMSNorm(x))                  (n, T, V)
 
 ``mambapy`` (Torres-Leguet, github.com/alxndrTL/mamba.py) computes the selective scan with a
-parallel scan in plain PyTorch, so it runs on a CPU. No attention weights are reported.
+parallel scan in plain PyTorch, so it runs on a CPU. On a GPU with the authors' package ``mamba-ssm``
+installed, mambapy's own switch (``use_cuda``) hands the scan to its fused CUDA kernel, with the same
+parameters (tests/test_models_kernels.py compares the two). No attention weights are reported.
 """
 from __future__ import annotations
 
@@ -19,6 +21,9 @@ from torch import nn
 
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.task import Task
+from tokbench_models.kernels import fused_allowed, optional
+
+SELECTIVE_SCAN = ("mamba_ssm.ops.selective_scan_interface", "selective_scan_fn")  # the fused kernel, where installed
 
 
 class MambaModel(TokenModel):
@@ -33,8 +38,14 @@ class MambaModel(TokenModel):
         self.backbone = Mamba(config)
         self.norm = RMSNorm(d, config.rms_norm_eps)
         self.head = nn.Linear(d, self.vocab_size, bias=False)
+        kernel = optional(*SELECTIVE_SCAN)
+        if kernel is not None:  # what mambapy's blocks take when built with use_cuda, without its fallback message
+            for layer in self.backbone.layers:
+                layer.mixer.selective_scan_cuda = kernel
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
+        # one config for every block: the fused scan on a GPU where installed, mambapy's parallel scan otherwise
+        self.backbone.config.use_cuda = fused_allowed(tokens) and optional(*SELECTIVE_SCAN) is not None
         x = self.backbone(self.embedding(tokens))  # (n, T, d)
         return ModelOutput(self.head(self.norm(x)))  # (n, T, V)
 

@@ -10,6 +10,8 @@ It is `tokbench run` without the command line: the same planning (suites, patter
 ``--set`` routing, not-applicable pairings), the same isolated workers and the same
 records, written to ``out`` (a fresh temporary folder by default), so a rerun into the
 same folder skips what is finished. Usage errors raise :class:`tokbench.errors.UsageError`.
+Lightning loggers, your own Lightning callbacks and per-sample outputs are arguments
+(``docs/api.md``).
 """
 from __future__ import annotations
 
@@ -20,9 +22,10 @@ from typing import Any
 
 from rich.console import Console
 
-from tokbench.grid import expand, parse_settings
+from tokbench.grid import expand, implied_suite, parse_settings
 from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
+from tokbench.outputs import RunOutputs, check_loggers
 from tokbench.plugins import registry
 from tokbench.progress import PlainProgress
 from tokbench.results import git_commit, load_records
@@ -30,19 +33,29 @@ from tokbench.runner import DEFAULT_THREADS, make_executor, plan, run_grid
 from tokbench.suites import load_suite
 
 
-def run(tasks: Sequence[str] = (), models: Sequence[str] = (), *, suite: str = "default", seeds: int | None = None,
+def run(tasks: Sequence[str] = (), models: Sequence[str] = (), *, suite: str | None = None, seeds: int | None = None,
         settings: Sequence[str] = (), out: str | Path | None = None, jobs: int = 1, threads: int = DEFAULT_THREADS,
-        rerun: str = "missing", verbose: bool = False) -> list[dict[str, Any]]:
+        rerun: str = "missing", verbose: bool = False, loggers: Sequence[str] = (), log_samples: bool = False,
+        callbacks: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """Run the pairings of ``suite`` narrowed to ``tasks`` and ``models`` (names or glob patterns), and return
     one record per pairing, in the suite's order (see ``docs/run-records.md`` for the fields).
 
-    ``settings`` are ``--set`` assignments (``"p=0.8"``, ``"train.lr=0.01"``); ``seeds`` replaces the suite's
-    seeds with ``0..seeds-1``; ``jobs`` worker processes of ``threads`` torch threads each; ``verbose`` prints
-    one line per finished pairing.
+    ``suite`` defaults as in ``tokbench run``: the default suite, or the survey suite where ``tasks`` or
+    ``models`` name one that the default leaves out. ``settings`` are ``--set`` assignments (``"p=0.8"``,
+    ``"train.lr=0.01"``); ``seeds`` replaces the suite's seeds with ``0..seeds-1``; ``jobs`` worker processes of
+    ``threads`` torch threads each; ``verbose`` prints one line per finished pairing. ``loggers`` (``"csv"``,
+    ``"tensorboard"``, ``"wandb"``; default: the suite's ``[outputs]``) log each pairing's training under
+    ``out/logs/``, at optimiser steps; ``callbacks`` are Lightning callbacks added to every Trainer (picklable:
+    they run in the worker processes); ``log_samples`` writes each evaluation sequence's outputs beside its
+    record (:mod:`tokbench.outputs`).
     """
     start_server()
-    grid = expand(load_suite(suite), registry(), tasks, models, seeds, parse_settings(list(settings)))
+    reg = registry()
+    chosen = load_suite(suite) if suite is not None else implied_suite(reg, tasks, models)[0]
     folder = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tokbench-run-"))
+    outputs = RunOutputs(folder, check_loggers(loggers or chosen.outputs.get("loggers", [])),
+                         log_samples or chosen.outputs.get("log_samples", False), tuple(callbacks))
+    grid = expand(chosen, reg, tasks, models, seeds, parse_settings(list(settings)), outputs=outputs)
     existing = load_records(folder).records
     todo = plan(grid, existing, rerun)
     if todo:

@@ -17,11 +17,13 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from tokbench.errors import ParamError, UnknownNameError, UsageError, did_you_mean, unknown_name
+from tokbench.outputs import RunOutputs
 from tokbench.params import parse_assignments
-from tokbench.plugins import Registry
+from tokbench.plugins import Registry, origin
 from tokbench.results import SeedHashes, canonical_json, identity, record_filename
 from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
-from tokbench.suites import WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value, is_pattern
+from tokbench.suites import (WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value, is_pattern,
+                             load_suite)
 
 NAMESPACES = ("task", "model", "train")
 RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
@@ -57,6 +59,7 @@ class Variant:
     recipe: Recipe
     rung: Rung | None = None
     evaluate: tuple[dict[str, Any], ...] = ()
+    outputs: RunOutputs = RunOutputs()  # training logs and per-sample outputs: not part of the identity
 
     @cached_property
     def params(self) -> dict[str, Any]:
@@ -295,6 +298,7 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
+DEFAULT_SUITE = "default"  # what `tokbench run` trains when no --suite, --task or --model says otherwise
 WIDEST_SUITE = "survey"
 # What one machine can hold: more steps than this never finish (at a millisecond a step, 28 hours), and a split of
 # more tokens than this does not fit in memory as int64 tensors (16 GiB) next to its labels.
@@ -422,6 +426,39 @@ def _evaluations(task: TaskSpec, task_params: Mapping[str, Any], table: Evaluati
 
 
 def expand(
+def _block_names(suite: Suite, block: GridBlock, registry: Registry) -> tuple[list[str], list[str]]:
+    """The registered tasks and models that ``block`` selects: by name or pattern, less its skips, and its models
+    only of its ``model_origin`` where it sets one."""
+    tasks = _unskipped(_select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks")),
+                       block.skip_tasks)
+    models = _unskipped(_select(block.models, registry.models, "model", suite.where("grid", block.index, "models")),
+                        block.skip_models)
+    if block.model_origin is not None:  # by where a model comes from, whatever its name
+        models = [name for name in models if origin(registry.models[name]) == block.model_origin]
+    return tasks, models
+
+
+def left_out(suite: Suite, registry: Registry, tasks: Sequence[str], models: Sequence[str]) -> list[str]:
+    """The tasks and models named in ``tasks`` and ``models`` that ``suite`` does not select (a pattern narrows
+    whatever the suite has); an unknown name raises the registry's one-line error."""
+    selected = [_block_names(suite, block, registry) for block in suite.blocks]
+    have_tasks = {name for names, _ in selected for name in names}
+    have_models = {name for _, names in selected for name in names}
+    return ([t for t in tasks if not is_pattern(t) and registry.task(t).name not in have_tasks]
+            + [m for m in models if not is_pattern(m) and registry.model(m).name not in have_models])
+
+
+def implied_suite(registry: Registry, tasks: Sequence[str], models: Sequence[str]) -> tuple[Suite, str | None]:
+    """The suite of a run that names none: the default suite when it has every named task and model, else the
+    widest (every task x every model at small sizes), so that any registered pairing runs by name. Returns the
+    suite and, for the widest, the words that say why it was chosen."""
+    default = load_suite(DEFAULT_SUITE)
+    missing = left_out(default, registry, tasks, models)
+    if not missing:
+        return default, None
+    return load_suite(WIDEST_SUITE), f"the {DEFAULT_SUITE} suite has no {', '.join(missing)}"
+
+
     suite: Suite,
     registry: Registry,
     tasks: Sequence[str] = (),
@@ -430,11 +467,13 @@ def expand(
     settings: Sequence[Setting] = (),
     evaluate: Evaluations | None = None,
 ) -> list[Pairing]:
+    outputs: RunOutputs = RunOutputs(),
     """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters (names or glob patterns), in suite
     order.
 
     ``seeds`` replaces every block's seeds with ``0..seeds-1``; ``evaluate`` (from ``--evaluate``)
-    replaces every block's ``[grid.evaluate]``. Pairings with the
+    replaces every block's ``[grid.evaluate]``; ``outputs`` says what every pairing writes besides its record
+    (:mod:`tokbench.outputs`). Pairings with the
     same identity (from overlapping blocks) appear once. Each distinct task instance
     is created once here, so that a constraint between its parameters (its
     ``validate()``) is a usage error before anything runs.
@@ -444,10 +483,7 @@ def expand(
     pairings: dict[str, Pairing] = {}
     checked: set[str] = set()
     for block in suite.blocks:
-        task_names = _unskipped(_select(block.tasks, registry.tasks, "task", suite.where("grid", block.index, "tasks")),
-                                block.skip_tasks)
-        model_names = _unskipped(_select(block.models, registry.models, "model",
-                                         suite.where("grid", block.index, "models")), block.skip_models)
+        task_names, model_names = _block_names(suite, block, registry)
         task_specs = {n: registry.tasks[n] for n in task_names}
         model_specs = {n: registry.models[n] for n in model_names}
         task_given = _block_params(suite, block, "task", task_specs, registry.tasks)
@@ -479,7 +515,7 @@ def expand(
                     if rung is not None:  # the values the pairing trains with (--set may override a rung's)
                         rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
                     evaluations = _evaluations(task, task_params, table, where, checked)
-                    variant = Variant(task, model, task_params, model_params, recipe, rung, evaluations)
+                    variant = Variant(task, model, task_params, model_params, recipe, rung, evaluations, outputs)
                     for seed in block_seeds:
                         pairing = Pairing(variant, seed)
                         pairings.setdefault(pairing.config_hash, pairing)

@@ -34,7 +34,6 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
@@ -48,6 +47,7 @@ from tokbench.metrics import (agreement, argmax_predictions, attention_metric, c
                               prediction_accuracy, sequence_accuracy)
 from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
+from tokbench.outputs import RunOutputs
 from tokbench.replicas import NonFiniteLossError, Replica, StackStep, choose_stacking
 from tokbench.results import canonical_json
 from tokbench.seeding import derive_seed
@@ -84,6 +84,7 @@ class PairingResult:
     budget_curve: list[dict[str, Any]] = field(default_factory=list)
     evaluations: list[dict[str, Any]] = field(default_factory=list)
     size: dict[str, int | None] | None = None  # the trained model's TokenModel.size()
+    samples: torch.Tensor | None = None  # with RunOutputs.log_samples: the evaluation split's argmax predictions
 
 
 def align(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -235,9 +236,9 @@ class StackModule(pl.LightningModule):
                     except NonFiniteLossError as exc:
                         r.fail(exc)
                         continue
-                    if self.logger is not None:
-                        suffix = f"_{r.index}" if len(self.replicas) > 1 else ""
-                        self.logger.log_metrics({k + suffix: v for k, v in logged.items()}, step=step)
+                    suffix = f"_{r.index}" if len(self.replicas) > 1 else ""
+                    for logger in self.loggers:  # at the optimiser step, not Lightning's (a block of steps)
+                        logger.log_metrics({k + suffix: v for k, v in logged.items()}, step=step)
                 if r.recipe.grad_clip:
                     torch.nn.utils.clip_grad_norm_(r.model.parameters(), r.recipe.grad_clip)
                 r.optimizer.step()
@@ -403,10 +404,11 @@ def _sequence_log_loss(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.T
 
 
 @torch.no_grad()
-def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, float], list[float] | None,
-                                                                   dict[str, dict[str, Any]]]:
+def evaluate(model: TokenModel, task: Task, split: Split, predictions: list[torch.Tensor] | None = None,
+             ) -> tuple[dict[str, float], list[float] | None, dict[str, dict[str, Any]]]:
     """Accuracy with its chance and oracle levels on the same sequences, the attention diagnostics, the loss
-    metrics and the mean attention profile on ``split``.
+    metrics and the mean attention profile on ``split``; with ``predictions``, each chunk's argmax predictions
+    (those scored) are appended to it.
 
     Returns the metrics, the profile (the final query's mean attention over the inputs,
     last layer, heads averaged) and, per attention metric, the layer and head used.
@@ -423,6 +425,8 @@ def evaluate(model: TokenModel, task: Task, split: Split) -> tuple[dict[str, flo
         output = model(tokens.to(device), need_attention=True)
         logits = align(output.logits, labels).cpu()
         totals.accuracy.append(sequence_accuracy(logits, labels))
+        if predictions is not None:
+            predictions.append(argmax_predictions(logits))
         for name, reference in split.references.items():
             totals.agreement[name].append(agreement(logits, reference[start:start + size], labels))
         if bayes_log_probs:
@@ -477,17 +481,15 @@ def _loss_metrics(task: Task, split: Split, model_loss: torch.Tensor) -> dict[st
             "excess_loss_se": se}
 
 
-def _trainer(blocks: int, out_dir: Path | None, accelerator: str, callbacks: list[pl.Callback]) -> pl.Trainer:
-    logger: Any = False
-    if out_dir is not None:
-        logger = pl.loggers.CSVLogger(str(out_dir), name="", version="")
+def _trainer(blocks: int, outputs: RunOutputs | None, accelerator: str, callbacks: list[pl.Callback]) -> pl.Trainer:
+    """A Trainer of ``blocks`` steps, with the run's own loggers and callbacks (:mod:`tokbench.outputs`)."""
     return pl.Trainer(
         max_epochs=1,
         limit_train_batches=blocks,
         accelerator=accelerator,
         devices=1,
-        logger=logger,
-        callbacks=callbacks,
+        logger=(outputs and outputs.lightning_loggers()) or False,
+        callbacks=[*callbacks, *(outputs.callbacks if outputs else ())],
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -507,7 +509,7 @@ class SeedData:
 
 def train_replicas(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], plan: Sequence[tuple[Recipe, int]],
-    data: Mapping[int, SeedData], out_dir: Path | None, accelerator: str, stacking: str = "auto",
+    data: Mapping[int, SeedData], outputs: RunOutputs | None, accelerator: str, stacking: str = "auto",
 ) -> list[Replica]:
     """Build one model per ``(recipe, seed)`` of ``plan`` from its seed's init seed and train them as one stack.
 
@@ -554,7 +556,7 @@ def train_replicas(
             callbacks.append(Convergence(r, seed_data.val, target, law))
     module = StackModule(trainable, stacking)
     live = _Streams(streams, lambda k: any(r.active and r.stream == k for r in trainable))
-    _trainer(module.blocks, out_dir, accelerator, callbacks).fit(module, train_dataloaders=DataLoader(live, batch_size=None))
+    _trainer(module.blocks, outputs, accelerator, callbacks).fit(module, train_dataloaders=DataLoader(live, batch_size=None))
     for r in trainable:
         r.replicas, r.stacking = len(trainable), module.step.mode if module.step else "sequential"
         if r.active:
@@ -564,7 +566,8 @@ def train_replicas(
 
 def train_model(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
-    train: Split, out_dir: Path | None, accelerator: str, val: Split | None = None, evaluation: Split | None = None,
+    train: Split, outputs: RunOutputs | None, accelerator: str, val: Split | None = None,
+    evaluation: Split | None = None,
 ) -> tuple[TokenModel, Replica, int]:
     """Train one model alone (a stack of one, :func:`train_replicas`); raises :class:`NonFiniteLossError` if its
     loss became non-finite.
@@ -574,7 +577,7 @@ def train_model(
     trainable parameters).
     """
     (replica,) = train_replicas(task, model_spec, model_params, [(recipe, seed)], {seed: SeedData(train, val, evaluation)},
-                                out_dir, accelerator)
+                                outputs, accelerator)
     if replica.error is not None:
         raise replica.error
     return replica.model, replica, replica.steps_taken
@@ -620,7 +623,7 @@ def run_cell(
     model_params: dict[str, Any],
     recipe: Recipe,
     seeds: Sequence[int],
-    out_dir: Path | None = None,
+    outputs: RunOutputs | None = None,
     accelerator: str = "auto",
     evaluate_at: Sequence[Mapping[str, Any]] = (),
     stacking: str = "auto",
@@ -639,14 +642,14 @@ def run_cell(
     candidates = recipe.candidates()
     plan = [(candidate, seed) for seed in seeds for candidate in candidates]
     data = {seed: SeedData(s["train"], s["val"], s[task.eval_split]) for seed, s in splits.items()}
-    replicas = train_replicas(task, model_spec, model_params, plan, data, out_dir, accelerator, stacking)
+    replicas = train_replicas(task, model_spec, model_params, plan, data, outputs, accelerator, stacking)
     share = (time.perf_counter() - started) / len(seeds)
     results: list[PairingResult | Exception] = []
     for k, seed in enumerate(seeds):
         own = replicas[k * len(candidates):(k + 1) * len(candidates)]
         try:
             results.append(_evaluated(task, model_spec, model_params, recipe, seed, splits[seed], own, evaluate_at,
-                                      share))
+                                      share, bool(outputs and outputs.log_samples)))
         except Exception as exc:  # noqa: BLE001 - one seed's failure is its record's, not its cell-mates'
             results.append(exc)
     return results
@@ -658,7 +661,7 @@ def run_pairing(
     model_params: dict[str, Any],
     recipe: Recipe,
     seed: int,
-    out_dir: Path | None = None,
+    outputs: RunOutputs | None = None,
     accelerator: str = "auto",
     evaluate_at: Sequence[Mapping[str, Any]] = (),
 ) -> PairingResult:
@@ -674,7 +677,7 @@ def run_pairing(
     the best validation accuracy is kept (see :func:`select_recipe`). The test split is never looked at
     during the selection or for stopping; its accuracy at the recipe's budgets is only reported.
     """
-    (result,) = run_cell(task, model_spec, model_params, recipe, [seed], out_dir, accelerator, evaluate_at)
+    (result,) = run_cell(task, model_spec, model_params, recipe, [seed], outputs, accelerator, evaluate_at)
     if isinstance(result, Exception):
         raise result
     return result
@@ -682,16 +685,18 @@ def run_pairing(
 
 def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], recipe: Recipe, seed: int,
                splits: Mapping[str, Split], candidates: Sequence[Replica], evaluate_at: Sequence[Mapping[str, Any]],
-               shared_seconds: float) -> PairingResult:
-    """One seed's result: the sweep's choice among its trained ``candidates``, evaluated on every split."""
+               shared_seconds: float, log_samples: bool = False) -> PairingResult:
+    """One seed's result: the sweep's choice among its trained ``candidates``, evaluated on every split; with
+    ``log_samples``, the evaluation split's predictions in ``samples``."""
     started = time.perf_counter()
     kept, selection = select_recipe(task, recipe, splits["val"], candidates)
     # Train, validation, then the evaluation split (which may be one of them), each evaluated once:
     # a stochastic model (the uniform guess) then gives one accuracy per split, drawn in a fixed order.
     metrics: dict[str, float] = {}
+    predictions: list[torch.Tensor] | None = [] if log_samples else None
     for name, split in splits.items():
         if name == task.eval_split:
-            eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split)
+            eval_metrics, attention_profile, diagnostics = evaluate(kept.model, task, split, predictions)
             metrics[f"{name}_accuracy"] = eval_metrics["accuracy"]
         else:
             metrics[f"{name}_accuracy"] = evaluate_accuracy(kept.model, split)
@@ -714,7 +719,8 @@ def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], 
     budget_curve.append({"step": kept.steps_taken, "accuracy": accuracy, "final": True})
     return PairingResult(metrics=metrics, train=train_info, curve=kept.curve,
                          attention_profile=attention_profile, diagnostics=diagnostics,
-                         budget_curve=budget_curve, evaluations=evaluations, size=kept.model.size())
+                         budget_curve=budget_curve, evaluations=evaluations, size=kept.model.size(),
+                         samples=None if predictions is None else torch.cat(predictions))
 
 
 def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overrides: Mapping[str, Any],

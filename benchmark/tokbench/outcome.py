@@ -200,8 +200,11 @@ def attempt(pairing: Pairing) -> Outcome:
     try:
         task = pairing.task_spec.create(pairing.task_params)
         eval_split = task.eval_split
+        outputs = pairing.variant.outputs.named(pairing.filename.removesuffix(".json"))  # logs, samples: its name
         result = run_pairing(task, pairing.model_spec, pairing.model_params, pairing.recipe, pairing.seed,
-                             evaluate_at=pairing.variant.evaluate)
+                             outputs, evaluate_at=pairing.variant.evaluate)
+        if result.samples is not None:
+            outputs.write_samples(task, task.make_split(eval_split, pairing.seed), result.samples)
     except NotApplicable as exc:
         return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, not_applicable=str(exc))
     except BaseException as exc:  # noqa: BLE001 - nothing one pairing does may sink the grid

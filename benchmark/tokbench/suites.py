@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError, did_you_mean, unknown_name
+from tokbench.outputs import LOGGERS
 from tokbench.storage import read_regular
 
 if sys.version_info >= (3, 11):
@@ -30,11 +31,13 @@ else:  # pragma: no cover - Python 3.10
 WILDCARD = "*"
 MAX_SUITE_BYTES = 1_000_000
 MAX_SEED = 2**63
-_TOP_KEYS = ("description", "seeds", "budget", "adaptive", "grid")
+_TOP_KEYS = ("description", "seeds", "budget", "adaptive", "outputs", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
-_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "seeds", "task", "model", "train", "ladder", "sweep",
-               "evaluate")
+_OUTPUTS_KEYS = ("loggers", "log_samples")  # what a run writes besides its records (tokbench.outputs)
+_BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "model_origin", "seeds", "task", "model", "train",
+               "ladder", "sweep", "evaluate")
+ORIGINS = ("builtin", "plugin")  # where a model comes from: tokbench's own distribution, or a plugin's
 MULTIPLE = re.compile(r"^x([1-9][0-9]*)$")  # an evaluation value as a multiple of the training value: "x2"
 _SWEEP_KEYS = ("lr_factors", "weight_decay")
 
@@ -55,6 +58,8 @@ class GridBlock:
     ``task_params``/``model_params`` map a name, or ``"*"`` for every member of the
     block that declares the key, to parameter values; ``train`` overrides the recipe of every model
     of the block, and its tables (``[grid.train.mamba]``, a name or pattern) that of the models they name.
+    ``model_origin``, when set, keeps only the models of that origin (:data:`ORIGINS`): ``"plugin"`` selects what
+    plugins add whatever their names, ``"builtin"`` only tokbench's own.
     ``ladders`` map a task name to its ladder: difficulty parameters, each with one value per
     rung (all lists of one task the same length, easiest rung first); the block trains every rung.
     ``sweep`` is a validation-selected sweep for every model of the block, relative to its own
@@ -73,6 +78,7 @@ class GridBlock:
     train: Mapping[str, Any] = field(default_factory=dict)
     skip_tasks: tuple[str, ...] = ()
     skip_models: tuple[str, ...] = ()
+    model_origin: str | None = None
     ladders: Mapping[str, Mapping[str, list[Any]]] = field(default_factory=dict)
     sweep: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     evaluate: Mapping[str, tuple[int | str, ...]] = field(default_factory=dict)
@@ -112,6 +118,7 @@ class Suite:
     blocks: tuple[GridBlock, ...]
     lines: Mapping[KeyPath, int] = field(default_factory=dict, repr=False)
     adaptive: Mapping[str, Any] = field(default_factory=dict)  # [adaptive] target_ci, max_seeds (tokbench.adaptive)
+    outputs: Mapping[str, Any] = field(default_factory=dict)  # [outputs] loggers, log_samples (tokbench.outputs)
 
     def where(self, *path: str | int) -> str:
         """``file:line`` of the key at ``path`` (or of its nearest enclosing table)."""
@@ -227,6 +234,11 @@ class _Checker:
             raise self.fail(path, f'expected "*" or a list of names or patterns, got {value!r}')
         return tuple(value)
 
+    def choice(self, value: Any, allowed: tuple[str, ...], path: KeyPath) -> str | None:
+        if value is not None and value not in allowed:
+            raise self.fail(path, f"{path[-1]} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+        return value
+
     def tables(self, value: Any, path: KeyPath) -> dict[str, dict[str, Any]]:
         """``{name: {param: value}}`` where every value is a scalar or a list of scalars."""
         if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
@@ -318,6 +330,16 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
         raise check.fail(("adaptive",), "adaptive must be a table, e.g. [adaptive] target_ci = 0.02")
     check.keys(adaptive, _ADAPTIVE_KEYS, ("adaptive",), "[adaptive]")
 
+    outputs = data.get("outputs", {})
+    if not isinstance(outputs, dict):
+        raise check.fail(("outputs",), 'outputs must be a table, e.g. [outputs] loggers = ["csv"]')
+    check.keys(outputs, _OUTPUTS_KEYS, ("outputs",), "[outputs]")
+    loggers = outputs.get("loggers", [])
+    if not (isinstance(loggers, list) and all(name in LOGGERS for name in loggers)):
+        raise check.fail(("outputs", "loggers"), f"loggers must list some of {', '.join(LOGGERS)}, got {loggers!r}")
+    if not isinstance(outputs.get("log_samples", False), bool):
+        raise check.fail(("outputs", "log_samples"), "log_samples must be true or false")
+
     grid = data.get("grid")
     if not isinstance(grid, list) or not grid:
         raise check.fail(("grid",), "a suite needs at least one [[grid]] block")
@@ -356,8 +378,9 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             train=train,
             skip_tasks=check.names(block["skip_tasks"], path + ("skip_tasks",)) if "skip_tasks" in block else (),
             skip_models=check.names(block["skip_models"], path + ("skip_models",)) if "skip_models" in block else (),
+            model_origin=check.choice(block.get("model_origin"), ORIGINS, path + ("model_origin",)),
             ladders=check.ladders(block["ladder"], path + ("ladder",)) if "ladder" in block else {},
             sweep=check.sweep(block["sweep"], path + ("sweep",)) if "sweep" in block else {},
             evaluate=check.evaluate(block["evaluate"], path + ("evaluate",)) if "evaluate" in block else {},
         ))
-    return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive)
+    return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive, outputs)

@@ -13,9 +13,13 @@ PIPED_WIDTH = 100_000  # piped output is never folded at 80 columns: names stay 
 
 
 def output_console() -> Console:
-    """A rich console on stdout: the terminal's width, or (piped) wide enough that nothing wraps."""
+    """A rich console on stdout: the terminal's width; piped, the width ``COLUMNS`` sets, else wide enough that
+    nothing wraps."""
     console = Console()
-    return console if console.is_terminal else Console(width=PIPED_WIDTH, color_system=None)
+    if console.is_terminal:
+        return console
+    columns = os.environ.get("COLUMNS", "").strip()
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPED_WIDTH, color_system=None)
 
 
 def loaded_registry(warn: bool = True) -> Registry:

@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show = subparsers.add_parser("show", help="describe one task or model, with its parameters")
     show.add_argument("what", choices=("task", "model"))
     show.add_argument("name")
-    show.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                      help="parameter override (tasks: also describes the instance, e.g. its automaton)")
+    show.add_argument("--set", dest="settings", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                      help="parameter overrides (tasks: also describes the instance, e.g. its automaton)")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(handler=_show)
 

@@ -21,7 +21,9 @@ from rich.markup import escape
 from tokbench import adaptive
 from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
-from tokbench.grid import Pairing, expand, parse_evaluations, parse_settings, parse_shard, shard
+from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, parse_evaluations,
+                           parse_settings, parse_shard, shard)
+from tokbench.outputs import LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
@@ -30,7 +32,6 @@ from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_execut
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
-DEFAULT_SUITE = "default"
 
 
 def seconds(text: str) -> float:
@@ -50,15 +51,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train and evaluate every pairing of a suite and write one run record per pairing and seed. "
         "A rerun skips finished records, so it resumes after a crash and runs only what new plugins add.",
         epilog="Records merge by copying folders together, e.g. the --out folders of --shard jobs.")
-    run.add_argument("--suite", default=DEFAULT_SUITE, metavar="NAME|FILE",
-                     help=f"a built-in suite ({', '.join(builtin_suites())}) or a suite TOML file (default: default)")
+    run.add_argument("--suite", metavar="NAME|FILE",
+                     help=f"a built-in suite ({', '.join(builtin_suites())}) or a suite TOML file (default: "
+                     f"{DEFAULT_SUITE}, or {WIDEST_SUITE} where --task or --model names a task or model that "
+                     f"{DEFAULT_SUITE} leaves out, so that any registered pairing runs by name)")
     run.add_argument("--task", dest="tasks", action="extend", nargs="+", default=[], metavar="NAME",
-                     help="only these tasks of the suite")
+                     help="only these tasks of the suite (names or patterns)")
     run.add_argument("--model", dest="models", action="extend", nargs="+", default=[], metavar="NAME",
-                     help="only these models of the suite")
+                     help="only these models of the suite (names or patterns)")
     run.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 instead of the suite's")
-    run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                     help="parameter override: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
+    run.add_argument("--set", dest="settings", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                     help="parameter overrides: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
                      "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, data, target, "
                      "patience, min_delta, eval_every, budgets, lr_grid, wd_grid), or a bare KEY for every task, "
                      "model or recipe that declares it")
@@ -67,6 +70,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "context_length=x2,x4 (multiples of the training value) or context_length=64,128; replaces "
                      "the suite's [grid.evaluate]; part of each pairing's identity")
     run.add_argument("--out", type=Path, default=Path("runs"), metavar="DIR", help="records folder (default: runs)")
+    run.add_argument("--logger", dest="loggers", action="extend", nargs="+", default=[], choices=tuple(LOGGERS),
+                     help="Lightning loggers of the training curves, under OUT/logs/RECORD/, stepped in optimiser "
+                     "steps: csv, tensorboard (pip install tensorboard), wandb (pip install wandb) (suite key: "
+                     "[outputs] loggers)")
+    run.add_argument("--log-samples", action="store_true",
+                     help="write each evaluation sequence's tokens, label, prediction and Bayes probabilities to "
+                     f"OUT/RECORD{SAMPLES_SUFFIX} beside its record (docs/run-records.md; suite key: [outputs] "
+                     "log_samples)")
     run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
                      help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "
                      "is at most this (e.g. 0.02) or --max-seeds is reached; records say why each cell stopped "
@@ -206,9 +217,16 @@ def _run(args: argparse.Namespace) -> int:
     console = output_console()
     err = Console(stderr=True)
     registry = loaded_registry()
-    suite = load_suite(args.suite)
+    if args.suite is None:
+        suite, why = implied_suite(registry, args.tasks, args.models)
+        if why is not None:
+            print(f"tokbench: running from {suite.origin}: {why}", file=sys.stderr)
+    else:
+        suite = load_suite(args.suite)
+    outputs = RunOutputs(args.out, check_loggers(args.loggers or suite.outputs.get("loggers", [])),
+                         args.log_samples or suite.outputs.get("log_samples", False))
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),
-                  parse_evaluations(args.evaluate) if args.evaluate else None)
+                  parse_evaluations(args.evaluate) if args.evaluate else None, outputs)
     if args.shard:
         grid = shard(grid, *parse_shard(args.shard))
         if not grid:  # more array jobs than pairings: the spare ones have nothing to do, which is no error
@@ -257,7 +275,7 @@ def _run(args: argparse.Namespace) -> int:
     board = shlex.quote(f"{args.out.as_posix().rstrip('/')}-leaderboard")
     print(f"tokbench: records in {args.out}/; tables, HTML and plots: tokbench leaderboard --records "
           f"{shlex.quote(args.out.as_posix())} --format all --out {board}", file=sys.stderr)
-    if args.suite == DEFAULT_SUITE:
+    if suite.origin == load_suite(DEFAULT_SUITE).origin:
         print(f"tokbench: that was the default suite, a first look ({suite.description.partition(': ')[0]}); "
               "the full comparisons: tokbench run --suite tokbench (the benchmark's protocol), --suite survey "
               "(every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)

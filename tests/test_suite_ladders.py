@@ -176,12 +176,17 @@ def test_the_sweep_is_relative_to_the_blocks_recipe():
     assert by_model(grid(text))["attn-nope"].recipe.lr_grid == (0.5, 0.1)
 
 
-def test_weight_decay_sweeps_every_optimizer_that_has_one_but_ngd():
+def test_weight_decay_sweeps_the_recipes_that_use_weight_decay_only():
     pairings = by_model(grid(MODELS + "[grid.sweep]\nweight_decay = [0.0, 0.1]\n"))
     assert pairings["attn-paper-b"].recipe.optimizer == "ngd" and pairings["attn-paper-b"].recipe.wd_grid == ()
     trained = [p for p in pairings.values() if p.model_spec.trained and p.model_spec.name != "attn-paper-b"]
-    assert {p.recipe.optimizer for p in trained} == {"gd", "adam", "adamw"}
-    assert all(p.recipe.wd_grid == (0.0, 0.1) and p.recipe.lr_grid == () for p in trained)
+    uses = [p for p in trained if p.model_spec.recipe.weight_decay]
+    assert uses and {p.recipe.optimizer for p in trained} == {"gd", "adam", "adamw"}
+    assert all(p.recipe.wd_grid == (0.0, 0.1) and p.recipe.lr_grid == () for p in uses)
+    assert all(p.recipe.wd_grid == () for p in trained if not p.model_spec.recipe.weight_decay)
+    # a block that gives the recipe a weight decay makes it swept
+    decayed = by_model(grid(MODELS + "[grid.train.attn-nope]\nweight_decay = 0.01\n[grid.sweep]\nweight_decay = [0.0, 0.1]\n"))
+    assert decayed["attn-nope"].recipe.wd_grid == (0.0, 0.1)
 
 
 def test_the_sweep_leaves_untrained_models_and_their_hashes_alone():
@@ -202,13 +207,15 @@ def test_set_train_lr_moves_the_relative_sweep():
     explicit = by_model(grid(SWEPT, settings=parse_settings(["train.lr_grid=0.1,0.2"])))["attn-nope"]
     assert explicit.recipe.lr_grid == (0.1, 0.2)
     moved = by_model(grid(SWEPT, settings=parse_settings(["train.lr=0.5"])))["attn-nope"]
-    assert [candidate.lr for candidate in moved.recipe.candidates()][::2] == [0.5, 1.5]
+    assert [candidate.lr for candidate in moved.recipe.candidates()] == [0.5, 1.5]  # attn-nope: no weight decay
 
 
-def test_set_train_optimizer_decides_whether_weight_decay_is_swept():
+def test_set_train_optimizer_and_weight_decay_decide_whether_weight_decay_is_swept():
     to_adam = grid(SWEPT, models=["attn-paper-b"], settings=parse_settings(["train.optimizer=adam"]))
-    assert [p.recipe.wd_grid for p in to_adam] == [(0.0, 0.1)]
-    to_ngd = grid(SWEPT, models=["attn-nope"], settings=parse_settings(["train.optimizer=ngd"]))
+    assert [p.recipe.wd_grid for p in to_adam] == [()]  # its recipe has no weight decay
+    decayed = parse_settings(["train.optimizer=adam", "train.weight_decay=0.01"])
+    assert [p.recipe.wd_grid for p in grid(SWEPT, models=["attn-paper-b"], settings=decayed)] == [(0.0, 0.1)]
+    to_ngd = grid(SWEPT, models=["transformer"], settings=parse_settings(["train.optimizer=ngd", "train.weight_decay=0"]))
     assert [p.recipe.wd_grid for p in to_ngd] == [()]
 
 

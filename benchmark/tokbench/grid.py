@@ -363,12 +363,13 @@ def _located_table(suite: Suite, block: GridBlock, path: tuple[str, ...], recipe
 
 def _swept(recipe: Recipe, sweep: Mapping[str, tuple[float, ...]], command_line: Mapping[str, Any]) -> Recipe:
     """``recipe`` with the block's relative sweep as absolute grids: ``lr_grid`` = its lr times each factor,
-    ``wd_grid`` = the listed weight decays unless the optimizer takes none (ngd); a grid given on the
-    command line is kept."""
+    ``wd_grid`` = the listed weight decays for a recipe that uses weight decay (a non-zero ``weight_decay``, as
+    the AdamW recipes have; MAD's grid), never for one without (plain Adam, or ngd, which takes none); a grid
+    given on the command line is kept."""
     given: dict[str, Any] = {}
     if "lr_factors" in sweep and "lr_grid" not in command_line:
         given["lr_grid"] = [float(f"{recipe.lr * factor:.12g}") for factor in sweep["lr_factors"]]  # 0.009, not ...01
-    if "weight_decay" in sweep and recipe.takes_weight_decay and "wd_grid" not in command_line:
+    if "weight_decay" in sweep and recipe.takes_weight_decay and recipe.weight_decay and "wd_grid" not in command_line:
         given["wd_grid"] = list(sweep["weight_decay"])
     return recipe.override(given)
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from scipy.stats import binomtest, chisquare
 
+from tokbench.errors import NotApplicable
 from tokbench.plugins import registry
 from tokbench.task import IGNORE
 
@@ -115,3 +116,14 @@ def test_sparse_selection_with_many_tokens_separates_averaging_from_counting_the
     whole = torch.nn.functional.one_hot(data, 4).sum(1).argmax(1)  # the context's most frequent token
     counting = (whole == split.labels).double().mean().item()
     assert counting < task.pointer_accuracy() < task.bayes_accuracy() - 0.09
+
+
+def test_the_flattened_mlp_is_not_applicable_beyond_its_declared_context():
+    """Selective copying at T = 256: the position-wise MLP declares a maximum context of 128 (it shares no weight
+    across positions), so the pairing is n/a with that reason, where at T = 128 it is built."""
+    spec = registry().model("mlp")
+    long = make("selective-copy", vocab_size=16, context_length=256, num_tokens_to_copy=16)
+    with pytest.raises(NotApplicable, match="declared maximum"):
+        spec.build(spec.resolve(), long)
+    short = make("selective-copy", vocab_size=16, context_length=128, num_tokens_to_copy=16)
+    assert spec.build(spec.resolve(), short).context_length == 128

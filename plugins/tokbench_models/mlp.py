@@ -30,6 +30,10 @@ from tokbench.task import Task
 from tokbench_models import FIXED_LENGTH
 
 MAX_FIRST_LAYER = 2**24  # weights of W1 (T V w) beyond which the FCN is not built (64 MiB in float32)
+# The longest context the FCN is built for. It shares no weight across positions, so a longer context makes it
+# learn position by position what a sequence model learns once; the sparse-selection lower bounds (Sanford et al.
+# 2023, Wang et al. 2024) need its size to grow with T. The suites' short rungs and Zoology's T = 64 and 128 fit.
+MAX_CONTEXT = 128
 
 
 class FlattenedMLP(TokenModel):
@@ -41,6 +45,9 @@ class FlattenedMLP(TokenModel):
         if T * V * width > MAX_FIRST_LAYER:
             raise NotApplicable(f"mlp: the flattened one-hot input has T*V = {T * V} entries; a first layer of "
                                 f"width {width} would hold {T * V * width} > {MAX_FIRST_LAYER} weights")
+        if T > MAX_CONTEXT:
+            raise NotApplicable(f"mlp: context {T} > {MAX_CONTEXT}, its declared maximum: with no weight shared "
+                                f"across positions it would learn each of the {T} positions on its own")
         self.register_buffer("offsets", torch.arange(T) * V, persistent=False)  # row of (s, token) in W1: s V + token
         self.first = nn.Embedding(T * V, width)  # W1, one row per (position, token)
         self.position_bias = nn.Parameter(torch.zeros(T, width))  # b_t: the one-hot of t among the inputs

@@ -126,8 +126,9 @@ def test_one_accuracy_table_per_experiment(browser):
     sections = [t for t in titles if t in published]
     assert sections == published  # in the order the published README's command names them
     assert titles.count("Accuracy") == len(sections)
-    if "Scores" in titles:  # a scored section (the benchmark's) leads
-        assert titles.index("Scores") < min(titles.index(name) for name in published if name != "tokbench")
+    ranking = next((t for t in titles if t in ("Scores", "Architectures")), None)
+    if ranking is not None:  # a scored section (the benchmark's) leads
+        assert titles.index(ranking) < min(titles.index(name) for name in published if name != "tokbench")
 
 
 def _layout(browser, width: int) -> dict:
@@ -141,12 +142,39 @@ def _layout(browser, width: int) -> dict:
                 left: r.left, right: r.right, boxScrolled: th.closest('.scroll').scrollLeft};""")
 
 
+def _score_boxes(browser) -> dict:
+    """The score tables (those with an Overall or a family score column) that scroll sideways inside their box,
+    and where the first one starts and whether the training budget is stated above it."""
+    return browser.execute_script("""
+        const rankings = Array.from(document.querySelectorAll('h3, h2')).filter(h =>
+            ['Scores', 'Architectures', 'Single attention layers'].includes(h.textContent));
+        const boxes = [];  // every table box under a ranking's heading, up to the next heading
+        for (const h of rankings)
+            for (let e = h.nextElementSibling; e && !/^H[1-6]$/.test(e.tagName); e = e.nextElementSibling)
+                if (e.classList.contains('scroll')) boxes.push(e);
+        const scored = rankings[0];
+        const first = scored ? scored.nextElementSibling : null;
+        let box = first; while (box && !box.classList.contains('scroll')) box = box.nextElementSibling;
+        const before = [];
+        for (let e = scored; e && e !== box; e = e.nextElementSibling) before.push(e.textContent);
+        return {boxes: boxes.length,
+                cut: boxes.filter(b => b.scrollWidth > b.clientWidth).map(b => b.querySelector('thead').textContent),
+                top: box ? box.getBoundingClientRect().top : null, inner: window.innerHeight,
+                budget: before.some(t => t.includes('Training budget'))};""")
+
+
 def _assert_fits(browser) -> None:
+    """No page scroll at 800 px, every score column in view without scrolling a box, and the first ranking with
+    its budget line on the first screen at 800 and 1400 px."""
     try:
         narrow = _layout(browser, 800)
         assert narrow["page"] <= narrow["inner"], narrow  # no horizontal page scroll at 800 px
+        boxes = _score_boxes(browser)
+        assert boxes["boxes"] and boxes["cut"] == [] and boxes["budget"] and boxes["top"] < 0.8 * boxes["inner"], boxes
         wide = _layout(browser, 1400)
         assert wide["boxScrolled"] == 0 and 0 <= wide["left"] and wide["right"] <= wide["inner"], wide
+        boxes = _score_boxes(browser)
+        assert boxes["cut"] == [] and boxes["top"] < 0.8 * boxes["inner"], boxes
     finally:
         browser.set_window_size(WIDTH, HEIGHT)
 

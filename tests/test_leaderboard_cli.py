@@ -80,11 +80,15 @@ def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path
     # the README stays short: findings, plots, detail tables and descriptions are in details.md
     details = (out / "details.md").read_text()
     assert "#### Findings" not in readme and details.count("### Findings") == 2 and "## Models" in details
-    assert f"tokbench run --suite paper --out {out.as_posix()}/records/paper" in readme
+    # the suite of the section's name, on the tasks its records hold
+    tasks = " ".join(sorted({r["task"] for r in _records()[3:9]}))
+    assert f"tokbench run --suite paper --task {tasks} --out {out.as_posix()}/records/paper" in readme
+    assert readme.startswith("# tokbench leaderboard\n\nComputed by tokbench leaderboard from 9 run records (0 failed): "
+                             "paper 6, default 3;")  # one count per section, adding up to the header's
 
 
 def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "40")  # piped output ignores the width: names are never folded
+    monkeypatch.setenv("COLUMNS", "200")  # piped tables respect COLUMNS: wide enough that no name is folded
     write(tmp_path / "runs", _records())
     source = write(tmp_path / "a", _records()[:3])
     extra = write(tmp_path / "b", _records()[3:6])

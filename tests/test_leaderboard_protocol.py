@@ -165,10 +165,14 @@ def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores
         rec["train"]["steps"] = 1500
         rec["budget_curve"][-1]["step"] = 1500
     report = build_report(sections(slow + flat + solved)[0])
-    assert "Still learning at the cap (1 cell;" in report.budget
-    assert "lstm on mqar K=4 context_length=8 (0.560 at 2,000 steps, 0.690 at 3,000" in report.budget
-    assert "gru" not in report.budget.split("Still learning")[1] and "transformer" not in report.budget
-    assert "Still learning" not in build_report(sections(flat + solved)[0]).budget
+    assert "1 cell was still learning at the cap: lower bounds" in report.budget  # counted in the budget line
+    assert "Still learning at the cap (1 cell;" in report.rising  # and named under the tables
+    assert "lstm on mqar K=4 context_length=8 (0.560 at 2,000 steps, 0.690 at 3,000" in report.rising
+    assert "gru" not in report.rising.split("Still learning")[1] and "transformer" not in report.rising
+    md = render([report.section], "md")
+    assert md.index("1 cell was still") < md.index("| model | Overall") < md.index("Still learning at the cap (1")
+    quiet = build_report(sections(flat + solved)[0])
+    assert "still learning" not in quiet.budget and quiet.rising == ""
 
 
 def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
@@ -189,8 +193,9 @@ def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     assert table.score("mqar", nope).stat.mean == pytest.approx((0.55 - 0.1) / 0.9)
     assert table.score("mqar", learned).stat is None and table.score("mqar", learned).reason == why
     main = score_table(report.scores, lengths=report.lengths)
-    assert main.headers[-1] == "Overall at context_length x2"
-    texts = {row[0]: measure_text(row[-1]) for row in main.rows}
+    assert main.headers[:3] == ["model", "Overall", "Overall at x2"]  # the ranking's columns first
+    assert "Overall at x2: evaluated at 2 times the training context_length." in main.notes
+    texts = {row[0]: measure_text(row[2]) for row in main.rows}
     assert texts["attn-learned"] == "n/a" and f"n/a for attn-learned on Overall at context_length x2: {why}" \
         not in main.notes and any(why in note for note in main.notes)
     data = json.loads(render([report.section], "json"))["sections"][0]["scores"]
@@ -298,7 +303,7 @@ def test_published_readme_keeps_the_score_table_and_links_the_budget_and_length_
               budget={100: 0.5}, evaluations=ok)
     report = build_report(sections(recs, "tokbench")[0])
     readme = render([report.section], "md", details="details.md")
-    assert "| model | Overall | mqar | Overall at context\\_length x2 |" in readme
+    assert "| model | Overall | Overall at x2 | mqar |" in readme
     assert "Scores by training budget" not in readme.split("### Findings, plots and details")[0]
     details = to_markdown(details_document([report]))
     assert "### Scores by training budget" in details and "### Length generalisation" in details

@@ -204,15 +204,17 @@ def test_scores_lead_their_section_in_every_format():
     images = {"tokbench": [p.image for p in plan(build_report(board_sections[0]), "tokbench-")]}
     md = render(board_sections, "md", images)
     headings = [line for line in md.splitlines() if line.startswith("### ")]
-    assert headings[:2] == ["### Scores", "### Accuracy"]
-    scores_part = md.split("### Scores", 1)[1].split("### Accuracy", 1)[0]
-    assert "| model | Overall | mqar | random-walk | deterministic-walk (pitfall) |" in scores_part
+    assert headings[:3] == ["### Architectures", "### Single attention layers", "### Accuracy"]
+    scores_part = md.split("### Architectures", 1)[1].split("### Accuracy", 1)[0]
+    # as many tables as a narrow page needs, the model column repeated
+    assert "| model | Overall | mqar | random-walk |" in scores_part
+    assert "| model | deterministic-walk (pitfall) |" in scores_part
     assert "![Ladders: " in scores_part and "(plots/tokbench-ladders.png)" in scores_part
     assert "docs/scores.md" in scores_part and "Welch" in scores_part
     assert "tokbench-ladders.png" not in md.split("### Plots", 1)[1]
 
     html = render(board_sections, "html", images)
-    assert html.index("<h3>Scores</h3>") < html.index("<h3>Accuracy</h3>")
+    assert html.index("<h3>Architectures</h3>") < html.index("<h3>Accuracy</h3>")
     assert "deterministic-walk (pitfall)</th>" in html
 
     data = json.loads(render(board_sections, "json"))["sections"][0]["scores"]
@@ -233,7 +235,7 @@ def test_scores_lead_their_section_in_every_format():
                 == json.dumps({**WALK}, sort_keys=True, separators=(",", ":")))["ladder_rung"] == ""
 
     latex = render(board_sections, "latex")
-    assert latex.index("tokbench: Scores") < latex.index("tokbench: Accuracy")
+    assert latex.index("tokbench: Architectures") < latex.index("tokbench: Accuracy")
 
 
 # ---- the ladder plot ---------------------------------------------------------------------------------------------
@@ -262,3 +264,54 @@ def test_ladder_plot_panels_share_a_scale_and_mark_pitfalls():
     (leading,) = [p for p in plan(build_report(sections(_suite())[0])) if p.image.leads]
     assert isinstance(leading.image, Image) and leading.image.path == "plots/ladders.png"
     assert leading.svg and leading.image.svg == "plots/ladders.svg"  # the HTML page shows the key plot as SVG
+
+
+def test_two_rankings_are_two_views_of_one_report():
+    """The single attention layers (declared family) get their own ranking, the architectures theirs; both keep
+    the reference rows, count the section's families, and mark the best of their own rows."""
+    from tokbench.leaderboard.report import ARCHITECTURES, SINGLE_LAYERS
+
+    report = build_report(sections(_suite(), "tokbench")[0])
+    architectures, single = report.rankings
+    assert (architectures.title, single.title) == (ARCHITECTURES, SINGLE_LAYERS)
+    assert [r.model for r in architectures.scores.ranked] == [r.model for r in report.scores.ranked
+                                                               if r.model != "attn-paper-a"]  # the same order
+    assert {r.model for r in architectures.scores.ranked} == {"transformer", "transformer-2l", "mlp"}
+    assert [r.model for r in single.scores.ranked] == ["attn-paper-a"]
+    assert [r.model for r in single.scores.pinned] == [r.model for r in architectures.scores.pinned] == ["bayes-optimal"]
+    assert single.scores.counted == architectures.scores.counted == report.scores.counted
+    for ranking in report.rankings:  # the same numbers as the section's scores, row by row
+        for row in ranking.scores.rows:
+            for column in ranking.scores.columns:
+                assert ranking.scores.score(column, row).stat == report.scores.score(column, row).stat
+    paper_a = single.scores.ranked[0]
+    assert single.scores.score("random-walk", paper_a).best  # the best of its own ranking
+    data = json.loads(render(sections(_suite(), "tokbench"), "json"))["sections"][0]["scores"]["rankings"]
+    assert [(r["title"], [row["model"] for row in r["rows"]]) for r in data] == [
+        (ARCHITECTURES, [r.model for r in architectures.scores.rows]),
+        (SINGLE_LAYERS, ["attn-paper-a", "bayes-optimal"])]
+
+
+def test_one_group_is_one_ranking_titled_scores():
+    recs = [rec for rec in _suite() if rec["model"] != "attn-paper-a"]
+    report = build_report(sections(recs, "tokbench")[0])
+    (ranking,) = report.rankings
+    assert ranking.title == "Scores" and ranking.scores is report.scores
+
+
+def test_a_wide_score_table_is_cut_into_tables_a_narrow_page_shows_whole():
+    from tokbench.leaderboard.views import PAGE_CHARS, fit, measure_text, score_table
+
+    recs = [rec for family in ("causal-graph", "icl-markov", "lag-walk", "mqar", "selective-copy", "sparse-selection")
+            for rec in ladder(family, "transformer-with-a-long-name", [0.9, 0.8, 0.7])
+            + ladder(family, "bayes-optimal", [1.0, 1.0, 1.0])]
+    table = score_table(build_report(sections(recs, "tokbench")[0]).scores, caption="budget")
+    parts = fit(table)
+    assert len(parts) > 1 and [p.headers[0] for p in parts] == ["model"] * len(parts)
+    assert [h for p in parts for h in p.headers[1:]] == table.headers[1:]  # every column once, in order
+    assert parts[0].caption == "budget" and not parts[-1].caption and parts[-1].notes == table.notes
+    for part in parts:
+        text = lambda v: measure_text(v) if not isinstance(v, str) else v  # noqa: E731
+        widths = [max(len(h), *(len(text(row[i])) for row in part.all_rows())) + 2
+                  for i, h in enumerate(part.headers)]
+        assert sum(widths) <= PAGE_CHARS, part.headers

@@ -30,6 +30,9 @@ DIGITS = 3  # decimals shown for accuracies
 # ``oracle`` marks one, ``baseline`` a reference that learns nothing). The name set serves older records.
 ORACLES = frozenset({"bayes-optimal"})
 ORACLE_FAMILY, BASELINE_FAMILY = "oracle", "baseline"
+# The single attention layers of the theory papers (positional encodings, initialisations, [A]'s and [B]'s layers)
+# declare this family (ModelSpec.family): a score table ranks them apart from the architectures.
+SINGLE_LAYER_FAMILY = "attention (1 layer)"
 # The baselines a learned score must be told apart from before it is bold (and that decide which families count).
 LAST_TOKEN, UNIFORM = "last-token", "uniform"
 

@@ -49,7 +49,7 @@ def build_budgets(board: Leaderboard, main: Scores) -> Budgets | None:
     if not steps:
         return None
     tables = {str(step): table for step in steps
-              if (table := build_scores(board, scale.at_budget(step), main.counted)) is not None}
+              if (table := build_scores(board, scale.at_budget(step), main.counted, main.rows)) is not None}
     tables[scale.FINAL] = main
     labels = list(tables)
     stability = [rank_stability(tables[labels[-2]], main, column, (labels[-2], labels[-1]))
@@ -134,7 +134,7 @@ def rising_text(found: list[StillRising]) -> str:
 
 def budget_text(board: Leaderboard) -> str:
     """The training budget in one sentence, from the records: the step cap, why runs stopped, the steps taken, and
-    the cells still learning at the cap."""
+    how many cells were still learning at the cap (:func:`rising_text` names them)."""
     trained = [rec for cell in board.cells.values() if cell.row.trained for rec in cell.ok]
     if not trained:
         return "No model in this section trains (0 steps)."
@@ -149,10 +149,11 @@ def budget_text(board: Leaderboard) -> str:
     why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
                     for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
     text = (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
-            f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken). Scores "
-            "are taken at the final step; the budget table scores the same runs at fixed step counts.")
-    rising = rising_text(still_rising(board))
-    return f"{text} {rising}" if rising else text
+            f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken); scores "
+            "are taken at the final step.")
+    rising = len(still_rising(board))
+    return (f"{text} {rising} cell{'s were' if rising > 1 else ' was'} still learning at the cap: lower bounds, "
+            "named under the tables." if rising else text)
 
 
 def _cap(rec: dict[str, Any]) -> int:

@@ -6,11 +6,10 @@ from dataclasses import dataclass
 from typing import Union
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import Leaderboard, format_params
+from tokbench.leaderboard.aggregate import format_params
 from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.stats import INTERVAL
-from tokbench.leaderboard.views import (Table, budget_table, column_header, detail_table, failures_table,
-                                        length_table, main_table, row_header, score_table, training_table)
+from tokbench.leaderboard.views import Table, column_header, fit, row_header
 
 TITLE = "tokbench leaderboard"
 
@@ -61,21 +60,15 @@ def _citation(citation: str) -> str:
 
 def document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | None = None,
              commands: Sequence[str] = (), brief: bool = False, details: str | None = None) -> list[Block]:
-    """Per section: its provenance, its tables (scores first), claims, plots, findings, protocol and failures; then
-    the method, every task and model description once, and the regenerate commands.
+    """Per section: its rankings (score tables first), claims, plots, its other tables, then its provenance,
+    protocol and failures; then the method, every task and model description once, and the regenerate commands.
 
     ``images`` maps a section name to its plots. ``brief`` keeps the main tables, the
     findings and the failures (for the terminal). ``details`` names a separate document
     (:func:`details_document`) that holds the findings, plots, per-task tables and
     descriptions instead, so that the published README stays short.
     """
-    records = sum(r.board.record_count() for r in reports)
-    failed = sum(len(r.board.failed()) for r in reports)
-    blocks: list[Block] = [
-        Heading(TITLE, 1),
-        Paragraph(f"Computed by tokbench leaderboard from {records} run records ({failed} failed); "
-                  "never edited by hand. The method follows the tables."),
-    ]
+    blocks: list[Block] = [Heading(TITLE, 1), Paragraph(_header(reports))]
     for report in reports:
         level = 2
         if report.name:
@@ -90,6 +83,15 @@ def document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | 
     if commands:
         blocks += [Heading("Regenerate", 2), Code(list(commands))]
     return blocks
+
+
+def _header(reports: Sequence[Report]) -> str:
+    """The record count, split by section so that it adds up, and what follows the tables."""
+    records = sum(r.board.record_count() for r in reports)
+    failed = sum(len(r.board.failed()) for r in reports)
+    split = (": " + ", ".join(f"{r.name} {r.board.record_count()}" for r in reports)) if len(reports) > 1 else ""
+    return (f"Computed by tokbench leaderboard from {records} run records ({failed} failed){split}; never edited by "
+            "hand. Provenance and method follow the tables.")
 
 
 def _descriptions_of(reports: Sequence[Report]) -> list[Block]:
@@ -107,65 +109,64 @@ def _descriptions_of(reports: Sequence[Report]) -> list[Block]:
 
 def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | None = None
                      ) -> list[Block]:
-    """What the published README leaves out to stay short, per section: the tables of a scored section (every
-    rung), the findings, the plots (``images``), each row's parameters and recipe and every metric of every model,
-    one table per task; then every task and model description."""
+    """What the published README leaves out to stay short, per section: its full provenance (every commit), the
+    tables of a scored section (by budget, by length, every rung), the findings, the plots (``images``), each
+    row's parameters and recipe and every metric of every model, one table per task; then every task and model
+    description."""
     blocks: list[Block] = [Heading(f"{TITLE}: details", 1)]
     for report in reports:
         level = 2
         if report.name:
             blocks.append(Heading(report.name, 2))
             level = 3
-        if report.scores is not None:
-            blocks += _secondary(report, level) + _tables(report.board, level)
+        blocks += [Heading("Provenance", level), Paragraph(report.provenance)]
+        if report.rankings:
+            blocks += _secondary(report, level) + _tables(report, level)
         blocks += [Heading("Findings", level), Bullets(report.findings)]
         if plots := [i for i in (images or {}).get(report.name, ()) if not i.leads]:
             blocks += [Heading("Plots", level), *plots]
-        blocks += _details(report.board, level)
+        blocks += _details(report, level)
     return blocks + _descriptions_of(reports)
 
 
-def _tables(board: Leaderboard, level: int) -> list[Block]:
+def _tables(report: Report, level: int) -> list[Block]:
     """The accuracy table and the table of tasks scored on their training split."""
     blocks: list[Block] = []
-    if (accuracy := main_table(board)) is not None:
+    if (accuracy := report.tables.accuracy) is not None:
         blocks += [Heading("Accuracy", level),
                    Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
                              "learned model of each column and those shown equivalent to it; oracles are marked "
                              "and never bold. Task parameters:"),
-                   accuracy]
-    if (training := training_table(board)) is not None:
+                   *fit(accuracy)]
+    if (training := report.tables.training) is not None:
         blocks += [Heading("Scored on the training split", level),
                    Paragraph("These tasks measure what training finds on the sample it trains on (fitting the "
                              "sample can exceed the distribution's optimum), so they have their own metrics and "
                              "no Bayes optimum. Task parameters:"),
-                   training]
+                   *fit(training)]
     return blocks
 
 
-def _details(board: Leaderboard, level: int) -> list[Block]:
+def _details(report: Report, level: int) -> list[Block]:
     blocks: list[Block] = [
         Heading("Configurations", level),
         Bullets([f"{row_header(r)}: {format_params(r.params) or 'no parameters'}; recipe: {r.recipe}"
-                 for r in board.rows]),
+                 for r in report.board.rows]),
     ]
-    for column in board.columns:
-        blocks += [Heading(column_header(column), level), detail_table(board, column)]
+    for column, table in zip(report.board.columns, report.tables.details):
+        blocks += [Heading(column_header(column), level), table]
     return blocks
 
 
 def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, linked: bool) -> list[Block]:
-    """A section with ladders leads with its score table (the budget in its caption), the claims, the leading
-    plots, the scores by budget and by evaluation length (in the details file when ``linked``); its method
-    follows, folded."""
-    scores = report.scores
-    assert scores is not None
-    scale = "; ".join(scores.scales)
-    one = "1 = the oracle on the same test sequences, 0 = chance" if "chance" in scale else "1 = the Bayes optimum"
-    caption = (f"{report.budget} Scale: {scale} ({one}); the parenthesis is the 95% interval, n the fewest "
-               "seeds of any cell behind the score. Baselines and oracles are kept apart from the ranking.")
-    blocks: list[Block] = [Heading("Scores", level), score_table(scores, caption, report.lengths),
-                           *([Bullets(report.claims)] if report.claims else []), *(i for i in images if i.leads)]
+    """A section with ladders leads with its rankings: each its score table (the budget in its caption, as many
+    tables as a narrow page needs) and claims; then the cells still learning at the cap, the leading plots, the
+    scores by budget and by evaluation length (in the details file when ``linked``); its method follows, folded."""
+    blocks: list[Block] = []
+    for ranking in report.tables.rankings:
+        blocks += [Heading(ranking.title, level), *([Paragraph(ranking.about)] if ranking.about else []),
+                   *ranking.shown, *([Bullets(ranking.claims)] if ranking.claims else [])]
+    blocks += [*([Paragraph(report.rising)] if report.rising else []), *(i for i in images if i.leads)]
     if not linked:
         blocks += _secondary(report, level)
     if not brief:
@@ -174,49 +175,51 @@ def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, li
 
 
 def _secondary(report: Report, level: int) -> list[Block]:
-    """The scores by training budget and the length-generalisation tables of a section with ladders."""
-    scores = report.scores
-    assert scores is not None
+    """Per ranking, the scores by training budget and the length-generalisation tables."""
     blocks: list[Block] = []
-    if report.budgets is not None:
-        blocks += [Heading("Scores by training budget", level), budget_table(report.budgets)]
-    if report.lengths is not None:
-        blocks += [Heading("Length generalisation", level),
-                   Paragraph("Each model trained at the ladder's context length, evaluated unchanged on test "
-                             "sequences drawn at longer ones, scored on the same scale with that setting's own "
-                             "chance and oracle."),
-                   *(length_table(report.board, scores, report.lengths, ladder) for ladder in scores.ladders)]
+    several = len(report.tables.rankings) > 1
+    for ranking in report.tables.rankings:
+        of = f": {ranking.title.lower()}" if several else ""
+        if ranking.budget is not None:
+            blocks += [Heading(f"Scores by training budget{of}", level), *fit(ranking.budget)]
+        if ranking.lengths:
+            blocks += [Heading(f"Length generalisation{of}", level),
+                       Paragraph("Each model trained at the ladder's context length, evaluated unchanged on test "
+                                 "sequences drawn at longer ones, scored on the same scale with that setting's own "
+                                 "chance and oracle."),
+                       *(part for table in ranking.lengths for part in fit(table))]
     return blocks
 
 
 def _board(report: Report, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
-    """A section. With a ``details`` file (the published README), the findings, the plots and the per-task
-    tables go there, and so do a scored section's per-rung tables: the README keeps what leads."""
-    board = report.board
-    failures = [Heading("Failed runs", level), failures_table(board)] if board.failed() else []
-    blocks: list[Block] = [Paragraph(report.provenance)]
-    scores = report.scores
+    """A section: its rankings or accuracy tables first, then its provenance (in brief where a ``details`` file
+    holds it in full), protocol and compute. With a ``details`` file (the published README), the findings, the
+    plots and the per-task tables go there, and so do a scored section's per-rung tables: the README keeps what
+    leads."""
+    failures = [Heading("Failed runs", level), report.tables.failures] if report.tables.failures else []
+    scored = bool(report.rankings)
     linked = details is not None and not brief
-    if scores is not None:
-        blocks += _scored(report, images, level, brief, linked)
-    if not (linked and scores is not None):
-        blocks += _tables(board, level)
+    blocks: list[Block] = _scored(report, images, level, brief, linked) if scored else []
+    if not (linked and scored):
+        blocks += _tables(report, level)
     if not linked:
         blocks += [Heading("Findings", level), Bullets(report.findings)]
     if brief:
         return blocks + failures
-    blocks += [Folded("Protocol", [Bullets(report.protocol)])]
+    blocks += [Heading("Provenance", level),
+               Paragraph(report.summary if linked else report.provenance),
+               Folded("Protocol", [Bullets(report.protocol)])]
     if report.compute is not None:
         blocks += [Folded("Compute", [Paragraph(report.compute.text()), *report.compute.tables()])]
     if linked:
         rungs = ("the scores by training budget and at longer evaluation lengths, the accuracy of every model at "
-                 "every rung, " if scores is not None else "")
+                 "every rung, " if scored else "")
         blocks += [Heading("Findings, plots and details", level),
-                   Paragraph(f"In {details}: {rungs}the findings (the claims the statistics support, cell by "
-                             "cell), the plots, the parameters and recipe of every row, and every metric of every "
-                             "model with seeds, steps and time.")]
+                   Paragraph(f"In {details}: the full provenance, {rungs}the findings (the claims the statistics "
+                             "support, cell by cell), the plots, the parameters and recipe of every row, and every "
+                             "metric of every model with seeds, steps and time.")]
     else:
-        blocks += [Heading("Details per task", level), *_details(board, level + 1)]
+        blocks += [Heading("Details per task", level), *_details(report, level + 1)]
         if plots := [i for i in images if not i.leads]:
             blocks += [Heading("Plots", level), *plots]
     return blocks + failures

@@ -31,7 +31,7 @@ def build_lengths(board: Leaderboard, main: Scores) -> Lengths | None:
     """The score table of every evaluation setting the records carry; None when none carries one."""
     names = scale.settings([rec for cell in board.cells.values() for rec in cell.ok])
     tables = {name: table for name in names
-              if (table := build_scores(board, scale.at_evaluation(name), main.counted)) is not None}
+              if (table := build_scores(board, scale.at_evaluation(name), main.counted, main.rows)) is not None}
     return Lengths(tables) if tables else None
 
 

@@ -303,31 +303,56 @@ def format_set(values: list) -> str:
     return "{" + ", ".join(format_value(v) for v in values) + "}"
 
 
-def provenance(board: Leaderboard, stamps: Sequence[Mapping[str, Any]] = ()) -> str:
-    """Where the section's records come from: the commits they were produced at (with how many records each),
-    the versions, and whether a later code still reproduces them: what ``tokbench verify --stamp`` found (its
-    ``stamps``, one per records folder), or how to find out."""
+def _provenance_values(board: Leaderboard) -> dict[str, Counter[str]]:
     values: dict[str, Counter[str]] = defaultdict(Counter)
     for cell in board.cells.values():
         for rec in cell.ok + cell.failed:
             for key in ("tokbench_version", "git_commit", "torch", "lightning", "python", "device"):
                 values[key][str(rec["provenance"].get(key) or "unknown")] += 1
+    return values
 
+
+def _environment(board: Leaderboard, values: Mapping[str, Counter[str]]) -> str:
     def joined(key: str) -> str:
         return ", ".join(sorted(values[key]))
 
+    return (f"{board.record_count()} run records, tokbench {joined('tokbench_version')}, torch {joined('torch')}, "
+            f"Lightning {joined('lightning')}, Python {joined('python')}, on {joined('device')}.")
+
+
+def _checked(stamps: Sequence[Mapping[str, Any]]) -> str:
+    if stamps:
+        return "Checked since: " + " ".join(verification.stamp_sentence(s) for s in stamps) + \
+            " A later commit may differ: `tokbench verify RECORDS --sample N` checks the current code."
+    return ("Whether the current code would change them is not in the records: `tokbench verify RECORDS "
+            "--sample N` (RECORDS: this section's record folder) retrains a sample at the current code "
+            "and reports every metric that does not reproduce.")
+
+
+def provenance(board: Leaderboard, stamps: Sequence[Mapping[str, Any]] = ()) -> str:
+    """Where the section's records come from: the commits they were produced at (with how many records each),
+    the versions, and whether a later code still reproduces them: what ``tokbench verify --stamp`` found (its
+    ``stamps``, one per records folder), or how to find out."""
+    values = _provenance_values(board)
     commits = values["git_commit"]
     at = (f"commit {next(iter(commits))}" if len(commits) == 1 else
           f"{len(commits)} commits (" + ", ".join(f"{c} {n}" for c, n in sorted(commits.items())) + " records)")
-    produced = (f"Produced at {at}: {board.record_count()} run records, tokbench {joined('tokbench_version')}, "
-                f"torch {joined('torch')}, Lightning {joined('lightning')}, Python {joined('python')}, on "
-                f"{joined('device')}. ")
-    if stamps:
-        return produced + "Checked since: " + " ".join(verification.stamp_sentence(s) for s in stamps) + \
-            " A later commit may differ: `tokbench verify RECORDS --sample N` checks the current code."
-    return produced + ("Whether the current code would change them is not in the records: `tokbench verify RECORDS "
-                       "--sample N` (RECORDS: this section's record folder) retrains a sample at the current code "
-                       "and reports every metric that does not reproduce.")
+    return f"Produced at {at}: {_environment(board, values)} {_checked(stamps)}"
+
+
+def provenance_summary(board: Leaderboard, stamps: Sequence[Mapping[str, Any]] = ()) -> str:
+    """:func:`provenance` in brief, for the page under the tables: the number of commits and why a section can
+    have several (the list is with the details), the dates, the versions and the last check."""
+    values = _provenance_values(board)
+    commits = values["git_commit"]
+    started = sorted(str(rec["provenance"].get("started_at") or "")[:10] for cell in board.cells.values()
+                     for rec in cell.ok + cell.failed if rec["provenance"].get("started_at"))
+    when = (f" between {started[0]} and {started[-1]}" if started and started[0] != started[-1]
+            else f" on {started[0]}" if started else "")
+    at = (f"at commit {next(iter(commits))[:12]}" if len(commits) == 1 else
+          f"at {len(commits)} commits: a run that is resumed, sharded or partly rerun keeps each record's own "
+          "commit, so one section can span several (the records per commit are listed with the details)")
+    return f"Trained{when} {at}. {_environment(board, values)} {_checked(stamps)}"
 
 
 def _comparison_json(comparison: Comparison | None) -> dict[str, Any] | None:

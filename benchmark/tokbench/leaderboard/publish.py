@@ -74,8 +74,8 @@ def records_folder(section: Section, out: Path) -> Path:
 def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
     """The commands that remake the published folder ``out`` from the repository root.
 
-    By the published folder's convention, a named section holds the full run of the suite
-    of that name; a name that is no built-in suite comes from a suite file of a plugin,
+    By the published folder's convention, a named section holds the run of the suite of that
+    name on the tasks its records hold; a name that is no built-in suite comes from a suite file of a plugin,
     which the records do not name, so its line says what to do instead of guessing a command.
     """
     from tokbench.suites import builtin_suites
@@ -84,7 +84,8 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
     for section in sections:
         folder = records_folder(section, out).as_posix()
         if section.name:
-            runs.append(f"tokbench run --suite {section.name}{_adaptive_flags(section)} --out {folder}"
+            runs.append(f"tokbench run --suite {section.name}{_task_flags(section)}{_adaptive_flags(section)} "
+                        f"--out {folder}"
                         if section.name in builtin_suites() else
                         f"# {section.name}: not a built-in suite: install the plugins it needs (pip install -e DIR), "
                         f"then tokbench run --suite THEIR_SUITE.toml --out {folder}")
@@ -93,6 +94,11 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
             options.append(f"--records {folder}")
     first = "# first install every plugin that provides a task or model the records name (see tokbench plugins)"
     return [first, *runs, f"tokbench leaderboard {' '.join(options)} --format all --out {out.as_posix()} --prune"]
+
+
+def _task_flags(section: Section) -> str:
+    """`` --task A B``: the tasks the section's records hold, which may be a part of the suite's."""
+    return " --task " + " ".join(sorted({record["task"] for record in section.records}))
 
 
 def _adaptive_flags(section: Section) -> str:

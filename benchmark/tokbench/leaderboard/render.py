@@ -24,8 +24,7 @@ from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.scale import FINAL
 from tokbench.leaderboard.scores import OVERALL, Score, Scores
 from tokbench.leaderboard.stats import INTERVAL, Stat
-from tokbench.leaderboard.views import (Measure, Number, Table, Value, detail_table, main_table, measure_text,
-                                        number_text, score_table, training_table)
+from tokbench.leaderboard.views import Measure, Number, Table, Value, measure_text, number_text
 
 SIGNIFICANT = 6  # digits of the floats in CSV and JSON
 
@@ -219,10 +218,9 @@ def to_latex(reports: Sequence[Report]) -> str:
     tables = []
     for report in reports:
         prefix = f"{report.name}: " if report.name else ""
-        board, scores = report.board, report.scores
-        tables_of_board = (score_table(scores, report.budget, report.lengths) if scores else None, main_table(board),
-                           training_table(board),
-                           *(detail_table(board, c) for c in board.columns))
+        built = report.tables
+        tables_of_board = (*(replace(ranking.scores, title=ranking.title) for ranking in built.rankings),
+                           built.accuracy, built.training, *built.details)
         for table in (t for t in tables_of_board if t is not None):
             tables.append(_latex_table(replace(table, title=prefix + table.title)))
     return f"% {TITLE}: generated from run records by tokbench leaderboard\n" + "\n\n".join(tables) + "\n"
@@ -324,6 +322,11 @@ def _scores_json(report: Report) -> dict[str, Any]:
                              for name, table in lengths.items()}}
                  for row in scores.rows],
         "claims": report.claims,
+        "rankings": [{"title": ranking.title, "about": ranking.about, "columns": ranking.scores.columns,
+                      "counted": ranking.scores.counted, "claims": ranking.claims,
+                      "rows": [{"model": row.slug, "scores": {column: _score_json(ranking.scores.score(column, row))
+                                                              for column in ranking.scores.columns}}
+                               for row in ranking.scores.rows]} for ranking in report.rankings],
     }
 
 

@@ -1,21 +1,45 @@
 """One report per leaderboard section, computed once from its records; every renderer only renders it.
 
-A :class:`Report` holds what the pages show: the cells (the section's board), the scores,
-the scores at each training budget, the length-generalisation scores, the claims and
-findings, the protocol and provenance lines, the training budget in words and the compute spent.
+A :class:`Report` holds what the pages show: the cells (the section's board), the section's scores
+(every row: they decide which families count in Overall), the rankings (two views of those rows: the
+architectures, and the theory papers' single attention layers, each with its scores by budget and by
+evaluation length and its claims), the findings, the protocol and provenance lines, the training budget
+in words and the compute spent; and its tables, built once from all of it (:mod:`views` only arranges).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from tokbench import verification
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import Leaderboard, Section
-from tokbench.leaderboard.budgets import Budgets, budget_text, build_budgets
+from tokbench.leaderboard.aggregate import SINGLE_LAYER_FAMILY, Leaderboard, Section
+from tokbench.leaderboard.budgets import Budgets, budget_text, build_budgets, rising_text, still_rising
 from tokbench.leaderboard.compute import Compute, build_compute
 from tokbench.leaderboard.lengths import Lengths, build_lengths
 from tokbench.leaderboard.scores import Scores, build_scores
+
+if TYPE_CHECKING:
+    from tokbench.leaderboard.views import Tables
+
+SCORES = "Scores"
+ARCHITECTURES = "Architectures"
+SINGLE_LAYERS = "Single attention layers"
+
+
+@dataclass
+class Ranking:
+    """One score table's rows (its learned models, then the baselines and the oracle) with their scores, by budget
+    and by evaluation length, and the claims the tests support; ``about`` says which models it ranks."""
+
+    title: str
+    about: str
+    scores: Scores
+    budgets: Budgets | None
+    lengths: Lengths | None
+    claims: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -30,6 +54,9 @@ class Report:
     provenance: str
     budget: str
     compute: Compute | None
+    summary: str = ""  # the provenance in brief, for the page under the tables
+    rankings: list[Ranking] = field(default_factory=list)
+    rising: str = ""  # the cells still learning at the cap, named with their accuracies ("" when none)
 
     @property
     def board(self) -> Leaderboard:
@@ -39,6 +66,13 @@ class Report:
     def name(self) -> str:
         return self.section.name
 
+    @cached_property
+    def tables(self) -> Tables:
+        """Every table of the report, built once however many formats render it."""
+        from tokbench.leaderboard.views import build_tables
+
+        return build_tables(self)
+
 
 def build_report(section: Section) -> Report:
     """Everything the pages show about ``section``, each part computed once."""
@@ -46,9 +80,52 @@ def build_report(section: Section) -> Report:
     scores = build_scores(board)
     budgets = build_budgets(board, scores) if scores is not None else None
     lengths = build_lengths(board, scores) if scores is not None else None
-    claims = notes.score_claims(scores) + notes.stability_claims(budgets) if scores is not None else []
-    return Report(section, scores, budgets, lengths, claims, notes.findings(board), notes.protocol(board),
-                  notes.provenance(board, stamps(section)), budget_text(board), build_compute(board))
+    claims = _claims(scores, budgets) if scores is not None else []
+    checked = stamps(section)
+    report = Report(section, scores, budgets, lengths, claims, notes.findings(board), notes.protocol(board),
+                    notes.provenance(board, checked), budget_text(board), build_compute(board),
+                    notes.provenance_summary(board, checked))
+    if scores is not None:
+        report.rankings = build_rankings(report)
+        report.rising = rising_text(still_rising(board))
+    return report
+
+
+def _claims(scores: Scores, budgets: Budgets | None) -> list[str]:
+    return notes.score_claims(scores) + notes.stability_claims(budgets)
+
+
+def build_rankings(report: Report) -> list[Ranking]:
+    """The section's rows as rankings: the architectures, and the single attention layers (rows whose model
+    declares the family ``attention (1 layer)``), each with the reference rows and on the families its models
+    were run on. Overall counts the families the section's scores count, so both rankings use one rule. With
+    one group only, the section's scores are its one ranking."""
+    scores = report.scores
+    assert scores is not None
+    learned = scores.ranked
+    groups = [(ARCHITECTURES, [r for r in learned if r.family != SINGLE_LAYER_FAMILY]),
+              (SINGLE_LAYERS, [r for r in learned if r.family == SINGLE_LAYER_FAMILY])]
+    groups = [(title, rows) for title, rows in groups if rows]
+    if len(groups) < 2:
+        return [Ranking(SCORES, "", scores, report.budgets, report.lengths, report.claims)]
+    rankings = []
+    for title, rows in groups:
+        ranked = build_scores(report.board, counted=scores.counted, among=[*rows, *scores.pinned])
+        if ranked is None:
+            continue
+        ranked.dropped = {task: scores.dropped.get(task, why) for task, why in ranked.dropped.items()}
+        budgets = build_budgets(report.board, ranked)
+        rankings.append(Ranking(title, _about(title, ranked), ranked, budgets, build_lengths(report.board, ranked),
+                                _claims(ranked, budgets)))
+    return rankings
+
+
+def _about(title: str, scores: Scores) -> str:
+    families = sorted({scores.family[row.key] for row in scores.ranked})
+    if title == SINGLE_LAYERS:
+        return (f"The single attention layers of the theory papers (model family {SINGLE_LAYER_FAMILY}: positional "
+                "encodings, initialisations, the papers' own layers), ranked apart from the architectures.")
+    return f"Architectures ({', '.join(families)}): one Overall."
 
 
 def stamps(section: Section) -> list[dict]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokbench.leaderboard import scale
-from tokbench.leaderboard.aggregate import LAST_TOKEN, UNIFORM, Cell, Column, Leaderboard, Row, format_value
+from tokbench.leaderboard.aggregate import LAST_TOKEN, Cell, Column, Leaderboard, Row, format_value
 from tokbench.leaderboard.scale import BAYES_SCALE, CHANCE_SCALE, NotApplicable, Pick
 from tokbench.leaderboard.stats import (ABOVE, MARGIN, MATCHES, Estimate, Part, Stat, compare_scores, summarise,
                                         weighted_sum)
@@ -233,20 +233,26 @@ def _score(shares: list[Share]) -> Score:
                  scale=CHANCE_SCALE if scales == {CHANCE_SCALE} else BAYES_SCALE)
 
 
-def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence[str] | None = None
-                 ) -> Scores | None:
+def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence[str] | None = None,
+                 among: Sequence[Row] | None = None) -> Scores | None:
     """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
 
-    ``counted`` fixes the families of Overall (a secondary table uses the main table's);
-    by default they are the families :func:`far_from_last_token` keeps.
+    ``counted`` fixes the families of Overall (a secondary table or a ranking uses the main table's);
+    by default they are the families :func:`far_from_last_token` keeps. ``among`` restricts the rows
+    (a ranking: its learned models and the reference rows) and the ladders to those its learned rows
+    were run on.
     """
     ladders = find_ladders(board)
+    candidates = board.rows if among is None else list(among)
+    if among is not None:
+        ladders = [lad for lad in ladders if any(board.cell(c, r) is not None for r in candidates if not r.pinned
+                                                 for rung in lad.rungs for c in rung.columns)]
     if not ladders:
         return None
     families = [lad for lad in ladders if not lad.pitfall]
     pitfalls = [lad for lad in ladders if lad.pitfall]
     ladder_columns = [c for lad in ladders for rung in lad.rungs for c in rung.columns]
-    rows = [r for r in board.rows if any(board.cell(c, r) is not None for c in ladder_columns)]
+    rows = [r for r in candidates if any(board.cell(c, r) is not None for c in ladder_columns)]
     cells: dict[tuple[str, str], Score] = {}
     shares: dict[tuple[str, str], list[Share]] = {}
     for row in rows:
@@ -321,7 +327,8 @@ def learned(scores: Scores, column: str) -> list[tuple[Row, Score]]:
 
 def _mark_best(scores: Scores, column: str) -> None:
     """Bold: the highest learned score and every score shown equivalent to it, where the score is also shown
-    above both the ``last-token`` and the ``uniform`` baselines' scores on the column.
+    above every baseline's score on the column (``last-token``, ``uniform`` and any floor a task's baseline
+    gives, e.g. naming a value seen in the context).
 
     Equivalent: :func:`stats.compare_scores` finds the difference within +-``MARGIN`` (TOST,
     every cell with at least ``MIN_SEEDS`` seeds); above a baseline: its verdict is
@@ -331,7 +338,7 @@ def _mark_best(scores: Scores, column: str) -> None:
     ranked = learned(scores, column)
     if not ranked:
         return
-    references = [s.estimate for row in scores.pinned if row.model in (LAST_TOKEN, UNIFORM)
+    references = [s.estimate for row in scores.pinned if row.baseline and not row.oracle
                   and (s := scores.score(column, row)).estimate is not None]
     top = ranked[0][1].estimate
     for row, score in ranked:

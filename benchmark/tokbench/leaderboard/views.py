@@ -6,6 +6,7 @@ renderer escapes it), a :class:`Measure` (a statistic across seeds) or a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
 
@@ -16,6 +17,7 @@ from tokbench.leaderboard.scores import OVERALL, Ladder, Score, Scores
 if TYPE_CHECKING:
     from tokbench.leaderboard.budgets import Budgets
     from tokbench.leaderboard.lengths import Lengths
+    from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.stats import Stat
 
 BAYES_ROW = "Bayes optimum (analytic)"
@@ -37,6 +39,7 @@ class Measure:
     not_applicable: bool = False
     compact: bool = False
     reason: str = ""
+    seeds: bool = True  # compact: show n (False where a caption states one n for every score)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def measure_text(measure: Measure, dash: str = "–") -> str:
         return f"failed ({measure.failed})" if measure.failed else ("n/a" if measure.not_applicable else "")
     if measure.compact:
         interval = f" ({stat.low:.2f}{dash}{stat.high:.2f})" if stat.interval else ""
-        return f"{stat.mean:.2f}{interval} n={stat.n}"
+        return f"{stat.mean:.2f}{interval}" + (f" n={stat.n}" if measure.seeds else "")
     text = f"{stat.mean:.{DIGITS}f}"
     interval = stat.interval
     text += f" ({interval[0]:.{DIGITS}f}{dash}{interval[1]:.{DIGITS}f})" if interval else f" (n={stat.n})"
@@ -178,8 +181,24 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     return Table(column_header(column), headers, rows, notes)
 
 
-def _score_cell(score: Score) -> Measure:
-    return Measure(score.stat, score.best, not_applicable=score.not_applicable, compact=True, reason=score.reason)
+def _score_cell(score: Score, seeds: bool = True) -> Measure:
+    return Measure(score.stat, score.best, not_applicable=score.not_applicable, compact=True, reason=score.reason,
+                   seeds=seeds)
+
+
+def common_seeds(scores: Scores) -> int | None:
+    """The one ``n`` (fewest seeds behind a score) every score of ``scores`` shares, else None."""
+    found = {score.stat.n for score in scores.cells.values() if score.stat is not None}
+    return found.pop() if len(found) == 1 else None
+
+
+_MULTIPLE = re.compile(r"^(\S+) (x[0-9.]+)$")
+
+
+def setting_header(name: str) -> str:
+    """``Overall at x2`` for the setting ``context_length x2`` (a note names the parameter), else in full."""
+    match = _MULTIPLE.match(name)
+    return f"{OVERALL} at {match.group(2) if match else name}"
 
 
 def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = None) -> Table:
@@ -187,15 +206,24 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
 
     Learned models are ranked by Overall; baselines and oracles are pinned apart. Bold marks
     the best learned score per column and those shown equivalent to it (see :mod:`scores`).
+    Where every score has the same seed count, cells leave it out and the notes state it.
     """
     settings = lengths.settings if lengths else []
+    n = common_seeds(scores)
+    overall = scores.columns[:1] if OVERALL in scores.columns else []
+    columns = scores.columns[len(overall):]
     def line(row: Row) -> list[Value]:
-        return [row_header(row), *(_score_cell(scores.score(c, row)) for c in scores.columns),
-                *(_score_cell(lengths.tables[name].score(OVERALL, row)) for name in settings)]
+        return [row_header(row), *(_score_cell(scores.score(c, row), n is None) for c in overall),
+                *(_score_cell(lengths.tables[name].score(OVERALL, row), n is None) for name in settings),
+                *(_score_cell(scores.score(c, row), n is None) for c in columns)]
 
-    headers = ["model", *(scores.title(c) for c in scores.columns), *(f"{OVERALL} at {name}" for name in settings)]
-    notes = [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
-             + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
+    headers = ["model", *overall, *(setting_header(name) for name in settings), *(scores.title(c) for c in columns)]
+    notes = [f"n = {n} seeds behind every score." if n is not None else
+             "n: the fewest seeds of any cell behind the score."]
+    notes += [f"{setting_header(name)}: evaluated at {match.group(2)[1:]} times the training {match.group(1)}."
+              for name in settings if (match := _MULTIPLE.match(name))]
+    notes += [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
+              + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
     notes += [f"{task}: not in {OVERALL} ({why})." for task, why in scores.dropped.items()]
     for name in settings:
         table = lengths.tables[name]
@@ -312,3 +340,94 @@ def _where(rec: dict) -> str:
 def _failure_order(item: tuple[Cell, dict]) -> tuple[str, str, int]:
     cell, rec = item
     return cell.column.label, cell.row.label, rec["seed"]
+
+
+# Characters of text one table row may take to fit an 800 px window without scrolling inside its box: about
+# 768 px of text at 16 px (about 8.7 px a character), each cell's padding and border counted as two characters.
+PAGE_CHARS = 88
+
+
+def _text(value: Value) -> str:
+    if isinstance(value, Measure):
+        return measure_text(value)
+    return number_text(value) if isinstance(value, Number) else value
+
+
+def fit(table: Table, width: int = PAGE_CHARS) -> list[Table]:
+    """``table`` as consecutive tables of at most ``width`` characters a row, each repeating the first column (the
+    model): every column is then in view on a narrow screen. The caption goes with the first, the notes with the
+    last."""
+    rows = table.all_rows()
+    widths = [max(len(header), *(len(_text(row[i])) for row in rows)) + 2 for i, header in enumerate(table.headers)]
+    groups: list[list[int]] = [[]]
+    used = widths[0]
+    for i in range(1, len(widths)):
+        if groups[-1] and used + widths[i] > width:
+            groups.append([])
+            used = widths[0]
+        groups[-1].append(i)
+        used += widths[i]
+    if len(groups) == 1:
+        return [table]
+
+    def cut(row: list[Value], columns: list[int]) -> list[Value]:
+        return [row[0], *(row[i] for i in columns)]
+
+    last = len(groups) - 1
+    return [Table(table.title if k == 0 else f"{table.title} ({k + 1} of {len(groups)})", cut(table.headers, group),
+                  [cut(row, group) for row in table.rows], table.notes if k == last else [],
+                  cut(table.footer, group) if table.footer else None, table.caption if k == 0 else "",
+                  [cut(row, group) for row in table.pinned]) for k, group in enumerate(groups)]
+
+
+@dataclass(frozen=True)
+class RankingTables:
+    """One ranking's tables: its score table whole (LaTeX) and fitted to a narrow page, its claims, its scores by
+    budget and its length-generalisation tables."""
+
+    title: str
+    about: str
+    scores: Table
+    claims: list[str]
+    budget: Table | None
+    lengths: list[Table]
+
+    @property
+    def shown(self) -> list[Table]:
+        return fit(self.scores)
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Every table of a report, built once (:attr:`Report.tables`); renderers only format them."""
+
+    rankings: list[RankingTables]
+    accuracy: Table | None
+    training: Table | None
+    details: list[Table]
+    failures: Table | None
+
+
+def scale_caption(scores: Scores) -> str:
+    """The scale in one sentence, for a score table's caption."""
+    scale = "; ".join(scores.scales)
+    one = "1 = the oracle on the same test sequences, 0 = chance" if "chance" in scale else "1 = the Bayes optimum"
+    return (f"Scale: {scale} ({one}); 95% intervals in parentheses. Baselines and the oracle are kept apart from "
+            "the ranking.")
+
+
+def build_tables(report: Report) -> Tables:
+    """The report's tables, from the numbers it holds."""
+    board = report.board
+    rankings = []
+    for ranking in report.rankings:
+        scores = ranking.scores
+        caption = f"{report.budget} {scale_caption(scores)}"
+        rankings.append(RankingTables(
+            ranking.title, ranking.about, score_table(scores, caption, ranking.lengths), ranking.claims,
+            budget_table(ranking.budgets) if ranking.budgets is not None else None,
+            [length_table(board, scores, ranking.lengths, ladder) for ladder in scores.ladders]
+            if ranking.lengths is not None else []))
+    return Tables(rankings, main_table(board), training_table(board),
+                  [detail_table(board, column) for column in board.columns],
+                  failures_table(board) if board.failed() else None)

@@ -6,12 +6,16 @@ Subclass a conformance class in a test file and name what to check::
     from tokbench.testing import TaskConformance
 
     class TestMyTask(TaskConformance):
-        tasks = ["my-task"]          # models = [...] limits the partners (default: every registered model)
+        tasks = ["my-task"]          # models = [...] chooses the partners (default: see below)
 
 :class:`TaskConformance` checks each selected task, and trains it for one step
 with each selected model; :class:`ModelConformance` is the mirror image for
-models, on each selected task. Leaving ``tasks`` or ``models`` unset selects
-every registered one.
+models, on each selected task. Names may be glob patterns (``"*"``). Leaving the
+partners unset (``models`` of a task's checks, ``tasks`` of a model's) selects the
+built-ins and what the checked names' own plugins register, never another
+installed plugin (ask for those by name or pattern), so that one plugin's checks
+neither depend on nor grow with the rest of the ecosystem. Leaving both unset
+selects the built-ins.
 
 The module is also a pytest plugin. Enable it in ``conftest.py`` with
 ``pytest_plugins = ["tokbench.testing"]`` to choose names at run time: the
@@ -24,12 +28,17 @@ Everything runs at small split sizes (the parameters ``train_size``,
 default parameters, so a full check costs seconds per pairing. The parameter
 checks go further: a task draws a small split, and a model runs a forward pass,
 at every declared choice and at both ends of every declared range, and at each
-of the spec's ``examples``. A pairing that the specs declare not applicable
-(a model that predicts only the last position on a task scored at many) is
-skipped with the reason.
+of the spec's ``examples``; so do the Bayes checks of a task (its optimum and its
+log-probabilities), which the leaderboard's normalised scores rest on. A model that
+predicts at every position is checked to be causal: tokens at and after a position
+never change the logits before it. A spec whose plugin declares no
+``TOKBENCH_CONTRACT`` fails a check saying what to declare. A pairing that the specs
+declare not applicable (a model that predicts only the last position on a task
+scored at many) is skipped with the reason.
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 from collections.abc import Sequence
 from functools import cache
@@ -39,7 +48,8 @@ import pytest
 
 from tokbench.errors import NotApplicable, ParamError, UsageError
 from tokbench.params import Param
-from tokbench.plugins import registry
+from tokbench.hookspecs import CONTRACT, CONTRACT_ATTRIBUTE
+from tokbench.plugins import origin, registry
 from tokbench.specs import ModelSpec, TaskSpec
 
 if TYPE_CHECKING:  # torch is imported only when a check runs, so that collection stays fast
@@ -50,7 +60,9 @@ if TYPE_CHECKING:  # torch is imported only when a check runs, so that collectio
     from tokbench.task import Split, Task
 
 SMALL_SPLIT = 64  # samples per split in the checks that train or inspect splits
-BAYES_SAMPLES = 20_000  # sample for the Bayes-predictor check
+BAYES_SAMPLES = 20_000  # sample for the Bayes-predictor check at the defaults
+SETTING_BAYES_SAMPLES = 4_000  # and at each declared setting (a smaller sample: there may be dozens of settings)
+CAUSALITY_SEQUENCES = 8
 BAYES_P_VALUE = 6.3e-5  # two-sided binomial test at about 4 standard errors
 SEEDS = (0, 1)
 KINDS = ("task", "model")
@@ -72,21 +84,46 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"tokbench: {len(reg.tasks)} tasks and {len(reg.models)} models registered"
 
 
-def selected(config: pytest.Config, cls: type | None, kind: str) -> list[str]:
-    """The ``kind`` names to check: command line, else class attribute, else ini option, else all registered."""
+def _given(config: pytest.Config, cls: type | None, kind: str) -> list[str]:
+    """The ``kind`` names or patterns asked for: command line, else class attribute, else ini option."""
     names = config.getoption(f"tokbench_{kind}s", default=None) or getattr(cls, f"{kind}s", None)
     if names is None:
         try:
             names = config.getini(f"tokbench_{kind}s")
         except ValueError:  # the plugin is not enabled, so the ini option is not declared
             names = []
-    reg = registry()
-    if not names:
-        return sorted(reg.tasks if kind == "task" else reg.models)
-    lookup = reg.task if kind == "task" else reg.model
-    for name in names:
-        lookup(name)  # an unknown name fails collection with the registry's one-line message
     return list(names)
+
+
+def _resolve(kind: str, names: Sequence[str]) -> list[str]:
+    """Registered ``kind`` names for ``names`` (names or glob patterns); an unknown name or a pattern that
+    matches nothing fails collection with one line."""
+    reg = registry()
+    specs = reg.tasks if kind == "task" else reg.models
+    resolved: list[str] = []
+    for name in names:
+        if any(c in name for c in "*?["):
+            matches = sorted(fnmatch.filter(specs, name))
+            if not matches:
+                raise UsageError(f"{kind} pattern {name!r} matches no registered {kind}")
+        else:
+            matches = [(reg.task if kind == "task" else reg.model)(name).name]  # the registry's one-line error
+        resolved += [m for m in matches if m not in resolved]
+    return resolved
+
+
+def selected(config: pytest.Config, cls: type | None, kind: str) -> list[str]:
+    """The ``kind`` names to check (see the module's docstring): those asked for; unset, the built-ins and the
+    names registered by the plugins of the other kind's asked-for names."""
+    names = _given(config, cls, kind)
+    if names:
+        return _resolve(kind, names)
+    other = "model" if kind == "task" else "task"
+    reg = registry()
+    owners = {(reg.task if other == "task" else reg.model)(name).entry_point
+              for name in _resolve(other, _given(config, cls, other))}
+    specs = reg.tasks if kind == "task" else reg.models
+    return sorted(name for name, spec in specs.items() if origin(spec) == "builtin" or spec.entry_point in owners)
 
 
 # --- shared helpers ----------------------------------------------------------------------------
@@ -174,6 +211,83 @@ def check_metadata(spec: TaskSpec | ModelSpec) -> None:
             f"{spec.kind} {spec.name!r}: {attribute} must be a non-empty string")
 
 
+def check_contract(spec: TaskSpec | ModelSpec) -> None:
+    """The spec's plugin declares the contract this tokbench serves; an older one runs only through an adapter."""
+    assert spec.contract == CONTRACT, (
+        f"{spec.kind} {spec.name!r}: its plugin's hook module declares contract {spec.contract} (no "
+        f"{CONTRACT_ATTRIBUTE} is contract 1), so it runs through an adapter; migrate it and declare "
+        f"{CONTRACT_ATTRIBUTE} = {CONTRACT} (CONTRIBUTING.md, Migrating to contract {CONTRACT})")
+
+
+def check_causal(model: TokenModel, task: Task) -> None:
+    """A model that predicts at every position is causal: for each cut t, tokens at and after t, changed at random,
+    leave the logits at every position before t unchanged."""
+    import torch
+
+    from tokbench.harness import predict
+
+    tokens = task.make_split("test", 0).tokens[:CAUSALITY_SEQUENCES]
+    T = tokens.shape[1]
+    logits = predict(model, tokens, need_attention=False).logits
+    if logits.dim() != 3:
+        pytest.skip("the model predicts only after the last token on this task")
+    generator = torch.Generator().manual_seed(0)
+    for t in sorted({1, T // 2, T - 1} - {0, T}):
+        changed = tokens.clone()
+        changed[:, t:] = torch.randint(0, task.vocab_size, changed[:, t:].shape, generator=generator)
+        after = predict(model, changed, need_attention=False).logits
+        assert torch.allclose(logits[:, :t], after[:, :t], rtol=1e-4, atol=1e-5), (
+            f"changing the tokens at positions {t}..{T - 1} changed the logits before position {t}: the model reads "
+            "future tokens, which a model predicting at every position must not (it would score above the task's "
+            "Bayes optimum)")
+
+
+def bayes_samples(task_name: str) -> list[tuple[str, Task, Split]]:
+    """``(where, task, sample)`` at the task's defaults and at each declared setting (:func:`declared_settings`)
+    that the task accepts: what the Bayes checks run on, since a normalised score rests on the optimum there."""
+    import torch
+
+    spec = registry().task(task_name)
+    samples = [("", small_task(task_name), None)]
+    for given in declared_settings(spec):
+        try:
+            samples.append((f" at {given}", spec.create({**small_params(spec), **given}), given))
+        except UsageError:
+            continue  # ruled out by the task's validate()
+    out = []
+    for where, task, given in samples:
+        size = BAYES_SAMPLES if given is None else SETTING_BAYES_SAMPLES
+        try:
+            out.append((where, task, task.generate(size, torch.Generator().manual_seed(12345))))
+        except UsageError:
+            continue  # no data can be drawn at this setting (said in one line by the task)
+    return out
+
+
+def check_bayes_predictor(task: Task, sample: Split, where: str = "") -> None:
+    """``bayes_predict`` on ``sample`` reaches ``bayes_accuracy()`` within sampling error."""
+    import torch
+    from scipy.stats import binomtest
+
+    from tokbench.harness import align
+    from tokbench.metrics import sequence_accuracy
+
+    n = len(sample)
+    prediction = task.bayes_predict(sample.tokens)
+    assert prediction.shape == sample.labels.shape, f"bayes_predict: shape {tuple(prediction.shape)}{where}"
+    bayes = task.bayes_accuracy()
+    if sample.labels.dim() == 2:  # per-sequence fractions: a z-test at about 4 standard errors
+        per_sequence = sequence_accuracy(align(torch.nn.functional.one_hot(prediction.clamp(min=0), task.vocab_size),
+                                               sample.labels), sample.labels)
+        _within_sampling_error(f"the Bayes predictor{where}: accuracy", per_sequence.double(), bayes)
+        return
+    hits = int((prediction == sample.labels).sum())
+    p_value = binomtest(hits, n, bayes).pvalue
+    assert p_value >= BAYES_P_VALUE, (
+        f"Bayes predictor{where}: {hits / n:.4f} on {n} samples, bayes_accuracy() = {bayes:.4f} "
+        f"(binomial test p = {p_value:.2g})")
+
+
 def check_pairing(task_name: str, model_name: str) -> None:
     """One pairing through the harness: finite losses over the steps taken, metrics in range."""
     result = pairing(task_name, model_name)
@@ -231,6 +345,9 @@ class TaskConformance(_Conformance):
     def test_metadata(self, task_name: str) -> None:
         check_metadata(registry().task(task_name))
 
+    def test_declares_the_contract(self, task_name: str) -> None:
+        check_contract(registry().task(task_name))
+
     def test_param_validation(self, task_name: str) -> None:
         check_param_validation(registry().task(task_name))
 
@@ -268,41 +385,19 @@ class TaskConformance(_Conformance):
         assert 0.0 <= bayes <= 1.0, f"bayes_accuracy() = {bayes}"
 
     def test_bayes_predictor_reaches_bayes_accuracy(self, task_name: str) -> None:
-        import torch
-        from scipy.stats import binomtest
-
-        from tokbench.harness import align
-        from tokbench.metrics import sequence_accuracy
-
-        task = small_task(task_name)
-        sample = task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345))
-        prediction = task.bayes_predict(sample.tokens)
-        assert prediction.shape == sample.labels.shape
-        bayes = task.bayes_accuracy()
-        if sample.labels.dim() == 2:  # per-sequence fractions: a z-test at about 4 standard errors
-            per_sequence = sequence_accuracy(align(torch.nn.functional.one_hot(prediction.clamp(min=0),
-                                                                               task.vocab_size), sample.labels),
-                                             sample.labels)
-            mean, se = per_sequence.mean().item(), per_sequence.std().item() / math.sqrt(BAYES_SAMPLES)
-            assert abs(mean - bayes) <= 4 * se + 1e-12, (
-                f"Bayes predictor: {mean:.4f} +- {se:.4f} on {BAYES_SAMPLES} sequences, bayes_accuracy() = {bayes:.4f}")
-            return
-        hits = int((prediction == sample.labels).sum())
-        p_value = binomtest(hits, BAYES_SAMPLES, bayes).pvalue
-        assert p_value >= BAYES_P_VALUE, (
-            f"Bayes predictor: {hits / BAYES_SAMPLES:.4f} on {BAYES_SAMPLES} samples, bayes_accuracy() = {bayes:.4f} "
-            f"(binomial test p = {p_value:.2g})"
-        )
+        for where, task, sample in bayes_samples(task_name):
+            check_bayes_predictor(task, sample, where)
 
     def test_bayes_log_probs_are_normalised_and_consistent(self, task_name: str) -> None:
-        import torch
-
-        task = small_task(task_name)
-        sample = task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345))
-        if task.bayes_log_probs(sample.tokens[:1]) is None:
-            assert task.bayes_loss() is None, "bayes_loss() is given, but bayes_log_probs() is not"
+        checked = 0
+        for where, task, sample in bayes_samples(task_name):
+            if task.bayes_log_probs(sample.tokens[:1]) is None:
+                assert task.bayes_loss() is None, f"bayes_loss() is given, but bayes_log_probs() is not{where}"
+                continue
+            check_bayes_log_probs(task, sample, where)
+            checked += 1
+        if not checked:
             pytest.skip("the task gives no Bayes log-probabilities")
-        check_bayes_log_probs(task, sample)
 
     def test_attention_targets_point_at_valid_positions(self, task_name: str) -> None:
         task = small_task(task_name)
@@ -317,6 +412,15 @@ class ModelConformance(_Conformance):
 
     def test_metadata(self, model_name: str) -> None:
         check_metadata(registry().model(model_name))
+
+    def test_declares_the_contract(self, model_name: str) -> None:
+        check_contract(registry().model(model_name))
+
+    def test_predictions_are_causal(self, model_name: str, task_name: str) -> None:
+        if registry().model(model_name).predicts != "every":
+            pytest.skip("the model predicts only after the last token")
+        model, _ = build(model_name, task_name)
+        check_causal(model, small_task(task_name))
 
     def test_param_validation(self, model_name: str) -> None:
         check_param_validation(registry().model(model_name))
@@ -412,7 +516,7 @@ def check_split(task: Task, split: Split, n: int, where: str) -> None:
     check_attention_targets(split)
 
 
-def check_bayes_log_probs(task: Task, sample: Split) -> None:
+def check_bayes_log_probs(task: Task, sample: Split, where: str = "") -> None:
     """``bayes_log_probs`` on ``sample``: shaped ``(n, V)`` or ``(n, T, V)`` like the labels, no NaN or +inf,
     each scored row a distribution (``-inf`` is a token of probability 0), every label possible, its argmax
     reaching ``bayes_accuracy()`` and its cross-entropy ``bayes_loss()`` within sampling error (where given)."""
@@ -424,27 +528,28 @@ def check_bayes_log_probs(task: Task, sample: Split) -> None:
     n, V = len(sample), task.vocab_size
     log_probs = task.bayes_log_probs(sample.tokens)
     expected = (*sample.labels.shape, V)
-    assert tuple(log_probs.shape) == expected, f"bayes_log_probs: shape {tuple(log_probs.shape)}, expected {expected}"
-    assert log_probs.is_floating_point(), f"bayes_log_probs: dtype {log_probs.dtype}, expected a float"
+    assert tuple(log_probs.shape) == expected, f"bayes_log_probs{where}: shape {tuple(log_probs.shape)}, expected {expected}"
+    assert log_probs.is_floating_point(), f"bayes_log_probs{where}: dtype {log_probs.dtype}, expected a float"
     log_probs = log_probs.double()
     scored = sample.scored if sample.labels.dim() == 2 else torch.ones(n, dtype=torch.bool)
     rows = log_probs[scored]
     assert not bool(torch.isnan(rows).any()) and not bool((rows == math.inf).any()), (
-        "bayes_log_probs: NaN or +inf (a token of probability 0 is -inf)")
+        f"bayes_log_probs{where}: NaN or +inf (a token of probability 0 is -inf)")
     totals = rows.exp().sum(-1)
     assert torch.allclose(totals, torch.ones_like(totals), atol=1e-4), (
-        f"bayes_log_probs: scored rows sum to {float(totals.min()):.6f}..{float(totals.max()):.6f} in probability, not 1")
+        f"bayes_log_probs{where}: scored rows sum to {float(totals.min()):.6f}..{float(totals.max()):.6f} in probability, "
+        "not 1")
     labels = sample.labels.clamp(min=0)
     picked = log_probs.gather(-1, labels[..., None])[..., 0]
-    assert bool(torch.isfinite(picked[scored]).all()), "bayes_log_probs: a sampled label has probability 0"
+    assert bool(torch.isfinite(picked[scored]).all()), f"bayes_log_probs{where}: a sampled label has probability 0"
     per_sequence = sequence_accuracy(align(log_probs, sample.labels), sample.labels).double()
-    _within_sampling_error("the argmax of bayes_log_probs: accuracy", per_sequence, task.bayes_accuracy())
+    _within_sampling_error(f"the argmax of bayes_log_probs{where}: accuracy", per_sequence, task.bayes_accuracy())
     exact = task.bayes_loss()
     if exact is not None:
         assert math.isfinite(exact) and exact >= 0, f"bayes_loss() = {exact}: a cross-entropy is finite and >= 0"
         per_sequence_loss = -(torch.where(scored, picked, 0.0).sum(-1) / scored.sum(-1)) if picked.dim() == 2 \
             else -picked
-        _within_sampling_error("the cross-entropy of bayes_log_probs", per_sequence_loss, exact)
+        _within_sampling_error(f"the cross-entropy of bayes_log_probs{where}", per_sequence_loss, exact)
 
 
 def _within_sampling_error(what: str, per_sequence: torch.Tensor, claimed: float) -> None:

@@ -8,7 +8,7 @@ the records folder (``--out``), named by the record they belong to (its file nam
   own loggers, under ``logs/STEM/``; their step is the optimiser step (a stack of replicas, such as
   a sweep's candidates, logs each one's metrics with the suffix ``_I``, I its place in the sweep);
 - per-sample outputs (``--log-samples``, suite key ``[outputs] log_samples``): ``STEM.samples.jsonl``
-  beside the record, in the format of :func:`write_samples` (``docs/run-records.md``).
+  beside the record, in the format of :func:`sample_lines` (``docs/api.md``).
 """
 from __future__ import annotations
 

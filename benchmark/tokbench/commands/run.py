@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "[outputs] loggers)")
     run.add_argument("--log-samples", action="store_true",
                      help="write each evaluation sequence's tokens, label, prediction and Bayes probabilities to "
-                     f"OUT/RECORD{SAMPLES_SUFFIX} beside its record (docs/run-records.md; suite key: [outputs] "
+                     f"OUT/RECORD{SAMPLES_SUFFIX} beside its record (format: docs/api.md; suite key: [outputs] "
                      "log_samples)")
     run.add_argument("--target-ci", type=float, metavar="HALF_WIDTH",
                      help="adaptive seeds: add seeds to each cell until the half-width of its accuracy interval "

@@ -27,7 +27,7 @@ def build(name: str, task, **params):
 
 @pytest.fixture(scope="module")
 def chain():
-    """A Markov chain scored at every position, 37 long: not a multiple of GLA's chunk of 16."""
+    """A Markov chain scored at every position, 37 long: not a multiple of GLA's chunk of 8."""
     return registry().task("markov-switch").create({"context_length": 37, "train_size": 4})
 
 
@@ -53,7 +53,7 @@ def test_gla_chunks_equal_the_recurrence_with_gates_near_zero_and_one():
     log_alpha = F.logsigmoid(10 * log_alpha)
     assert float(log_alpha.min()) < -20
     reference = gla_recurrent(q, k, v, log_alpha)  # entries up to about 10: float32 rounding near 1e-5
-    for chunk in (16, 1, 7, 64):  # any chunk length gives the same outputs
+    for chunk in (8, 1, 7, 64):  # any chunk length gives the same outputs
         torch.testing.assert_close(gla_chunked(q, k, v, log_alpha, chunk), reference, atol=1e-4, rtol=1e-4)
 
 

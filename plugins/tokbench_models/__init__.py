@@ -162,7 +162,7 @@ GLA = ModelSpec(
         "Gated linear attention (GLA) in the pre-LN decoder of `transformer`: per head a matrix state "
         "S_t = diag(alpha_t) S_{t-1} + k_t^T v_t with a data-dependent forget gate alpha_t = sigmoid(x W1 W2 + b)^(1/16) "
         "(rank 16), o_t = q_t S_t, keys of width d/2 and values of width d, an RMSNorm per head and a swish output "
-        "gate; trained in the chunkwise form (chunks of 16), flash-linear-attention's kernel on a GPU where "
+        "gate; trained in the chunkwise form (chunks of 8), flash-linear-attention's kernel on a GPU where "
         f"installed; no positional encoding, no attention reported. Recipe: {ADAMW_COSINE.describe()}."
     ),
     citation=("Yang, Wang, Shen, Panda & Kim, Gated Linear Attention Transformers with Hardware-Efficient Training, "

@@ -1,0 +1,115 @@
+"""The stopping check: does the protocol's early stop lose accuracy against training the same run to its cap?
+
+    python benchmark/budget/stopping.py benchmark/budget/stopping-records [--tolerance 0.01] [--markdown]
+
+Reads the records of ``benchmark/budget/stopping.toml``, where every sampled pairing is trained twice: once under
+the protocol (stopped at its validation target) and once to the cap with no early stop (``train.target = 0``). The
+two runs of a pair share everything else (task, model, seed, learning rate, cap and schedule), so until the
+protocol's stop they take the same steps on the same batches; what the check measures is what the steps after the
+stop would have added. It prints, per pair, both test accuracies and the gain, then how many pairs end within
+``tolerance`` (the issue's bar: at least 95% within 0.01), split by why the protocol run stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from tokbench.results import canonical_json, load_records
+
+STOP_KEYS = ("target", "patience", "min_delta")  # the recipe keys that differ within a pair
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One sampled run under the protocol and the same run trained to its cap."""
+
+    task: str
+    model: str
+    seed: int
+    rung: str
+    protocol: float
+    cap: float
+    stopped_because: str
+    protocol_steps: int
+    cap_steps: int
+
+    @property
+    def gain(self) -> float:
+        return self.cap - self.protocol
+
+
+def _pair_key(record: Mapping[str, Any]) -> str:
+    params = record["params"]
+    train = {key: value for key, value in params["train"].items() if key not in STOP_KEYS}
+    return canonical_json([record["task"], record["model"], record["seed"], params["task"], params["model"], train])
+
+
+def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
+    """Match each protocol record (a target set) with its cap record (no target, no patience).
+
+    Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner.
+    """
+    protocol: dict[str, Mapping[str, Any]] = {}
+    cap: dict[str, Mapping[str, Any]] = {}
+    for record in records:
+        if record.get("status") != "ok" or not record.get("train", {}).get("steps"):
+            continue
+        train = record["params"]["train"]
+        side = cap if not (train.get("target") or train.get("patience")) else protocol
+        side[_pair_key(record)] = record
+    matched, unmatched = [], []
+    for key in sorted(protocol.keys() | cap.keys()):
+        if key not in protocol or key not in cap:
+            record = protocol.get(key) or cap[key]
+            which = "cap" if key in protocol else "protocol"
+            unmatched.append(f"{record['task']} x {record['model']} seed {record['seed']}: no {which} run")
+            continue
+        p, c = protocol[key], cap[key]
+        rung = ",".join(f"{k}={v}" for k, v in p.get("ladder", {}).get("axes", {}).items())
+        matched.append(Pair(p["task"], p["model"], p["seed"], rung, p["metrics"]["accuracy"], c["metrics"]["accuracy"],
+                            p["train"]["stopped_because"], p["train"]["steps"], c["train"]["steps"]))
+    matched.sort(key=lambda pair: (pair.task, pair.model, pair.rung, pair.seed))
+    return matched, unmatched
+
+
+def summary(matched: list[Pair], tolerance: float) -> list[list[Any]]:
+    """Rows ``[stopped because, pairs, within tolerance, share, largest gain]``, then the total."""
+    rows = []
+    groups = sorted({pair.stopped_because for pair in matched})
+    for group, members in [*((g, [p for p in matched if p.stopped_because == g]) for g in groups), ("all", matched)]:
+        if not members:
+            continue
+        within = sum(abs(pair.gain) <= tolerance for pair in members)
+        rows.append([group, len(members), within, within / len(members), max(pair.gain for pair in members)])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="records of benchmark/budget/stopping.toml")
+    parser.add_argument("--tolerance", type=float, default=0.01, help="largest |cap - protocol| counted as equal")
+    parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
+    args = parser.parse_args(argv)
+    matched, unmatched = pairs(load_records(args.folder).records.values())
+    fmt = "github" if args.markdown else "simple"
+    print(tabulate([[p.task, p.rung, p.model, p.seed, p.stopped_because, p.protocol_steps, p.protocol, p.cap_steps,
+                     p.cap, p.gain] for p in matched],
+                   headers=["task", "rung", "model", "seed", "stop", "steps", "protocol", "cap steps", "cap", "gain"],
+                   tablefmt=fmt, floatfmt=".3f"))
+    print()
+    print(tabulate(summary(matched, args.tolerance),
+                   headers=["protocol stop", "pairs", f"within {args.tolerance:g}", "share", "largest gain"],
+                   tablefmt=fmt, floatfmt=".3f"))
+    for line in unmatched:
+        print(f"unmatched: {line}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""benchmark/budget/stopping.py: pairing protocol runs with their runs to the cap, and the share within tolerance."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "stopping.py"
+_spec = importlib.util.spec_from_file_location("stopping", TOOL)
+stopping = importlib.util.module_from_spec(_spec)
+sys.modules["stopping"] = stopping  # dataclasses look their module up there
+_spec.loader.exec_module(stopping)
+
+
+def _record(model: str, seed: int, accuracy: float, target: float, steps: int, why: str) -> dict:
+    train = {"lr": 0.001, "steps": 10000, "target": target, "eval_every": 100}
+    return {"status": "ok", "task": "mqar", "model": model, "seed": seed, "config_hash": f"{model}{seed}{target}",
+            "params": {"task": {"context_length": 64}, "model": {"d": 64}, "train": train},
+            "metrics": {"accuracy": accuracy}, "train": {"steps": steps, "stopped_because": why},
+            "ladder": {"axes": {"context_length": 64}}}
+
+
+def test_pairs_match_on_everything_but_the_stop_and_measure_the_gain():
+    records = [_record("gru", 0, 0.25, 0.995, 10000, "cap"), _record("gru", 0, 0.25, 0.0, 10000, "cap"),
+               _record("transformer-2l", 0, 0.990, 0.995, 2100, "target"),
+               _record("transformer-2l", 0, 0.999, 0.0, 10000, "cap"),
+               _record("transformer-2l", 1, 0.95, 0.995, 3000, "target"),
+               _record("transformer-2l", 1, 0.99, 0.0, 10000, "cap"),
+               _record("h3", 0, 0.5, 0.995, 10000, "cap")]  # no partner
+    matched, unmatched = stopping.pairs(records)
+    assert [(p.model, p.seed, round(p.gain, 3)) for p in matched] == [
+        ("gru", 0, 0.0), ("transformer-2l", 0, 0.009), ("transformer-2l", 1, 0.04)]
+    assert unmatched == ["mqar x h3 seed 0: no cap run"]
+    rows = {row[0]: row[1:] for row in stopping.summary(matched, 0.01)}
+    assert rows["target"][:2] == [2, 1] and rows["cap"][:2] == [1, 1] and rows["all"][:2] == [3, 2]
+    assert rows["all"][3] == max(p.gain for p in matched)

@@ -1,6 +1,6 @@
 """tokbench's speed benchmark: ratios measured side by side in one run.
 
-    python benchmark/bench/run.py [--quick] [--only walks,scc,grid,plan]
+    python benchmark/bench/run.py [--quick] [--only walks,scc,grid,plan,...]
 
 Each section module beside this file exposes ``run(quick) -> [(name, value, note)]``.
 Machines are shared and noisy, so every figure is a ratio of two timings taken
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-SECTIONS = ("walks", "scc", "grid", "plan", "single", "models", "families")
+SECTIONS = ("walks", "scc", "grid", "plan", "single", "models", "families", "stack", "firstlook")
 
 
 def main() -> int:

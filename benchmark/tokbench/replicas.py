@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,13 +116,18 @@ class StackStep:
         return "vmap" if self.vmapped else "sequential"
 
     def __call__(self, models: Sequence[TokenModel], tokens: Sequence[torch.Tensor],
-                 labels: Sequence[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each model's (loss, aligned logits) on its batch, its gradients accumulated by the backward pass."""
+                 labels: Sequence[torch.Tensor]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Each model's (loss, aligned logits) on its batch, its gradients accumulated by the backward pass.
+
+        One after another, a replica's forward and backward run only when the caller asks for its result, so
+        the caller finishes one replica's step (and frees its logits) before the next starts, as alone.
+        """
         if not self.vmapped or len(models) == 1:
-            return [self._one(model, t, y) for model, t, y in zip(models, tokens, labels)]
+            yield from (self._one(model, t, y) for model, t, y in zip(models, tokens, labels))
+            return
         losses, logits = _vmapped(models, self.loss_fn, torch.stack(list(tokens)), torch.stack(list(labels)))
         losses.sum().backward()  # replica r's gradient is that of its own loss: the others do not depend on it
-        return list(zip(losses, logits))
+        yield from zip(losses, logits)
 
     def _one(self, model: TokenModel, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         loss, logits = self.loss_fn(model, tokens, labels)
@@ -170,7 +175,7 @@ def _probe(models: Sequence[TokenModel], loss_fn: LossFn, tokens: Sequence[torch
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # e.g. "There is a performance drop ... batching rule": a per-replica loop
-            together = StackStep(loss_fn, vmapped=True)(models, tokens, labels)
+            together = list(StackStep(loss_fn, vmapped=True)(models, tokens, labels))
             stacked = [(loss.detach(), logits.detach()) for loss, logits in together]
             stacked_grads = _take_grads(models)
             alone = [(loss.detach(), logits.detach()) for loss, logits in StackStep(loss_fn, False)(models, tokens, labels)]

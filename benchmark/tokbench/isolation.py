@@ -7,7 +7,10 @@ Nothing a pairing does can stop the grid or the parent: an exception or
 (``os._exit``, a segfault, the OOM killer) or overruns ``--timeout`` is
 replaced, and the parent writes the failed record with the exit status, the
 signal or the time limit. If the worker wrote its record before it died, that
-record stands: the parent never writes over a record a worker finished.
+record stands: the parent never writes over a record a worker finished. A stop
+(Ctrl+C, or SIGTERM to the parent, its process group or a worker) ends the workers
+and leaves no record for the pairings they held, never a failed one: a plain
+rerun trains them.
 
 Workers fork from a server process that imported torch once (``forkserver``),
 so a crashed worker is replaced in milliseconds and ``--jobs N`` pays the
@@ -36,6 +39,7 @@ from tokbench.results import RecordError, load_record, provenance, utc_now, vali
 
 PARENT_POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 5.0
+STOPPED = (-signal.SIGTERM, -signal.SIGINT)  # exit codes of a worker stopped as a run is stopped
 
 
 def set_threads(threads: int) -> None:
@@ -75,9 +79,32 @@ def _exit_with_parent(parent: int, server: int) -> None:
             os._exit(1)
 
 
+def _stop_now(signum: int, frame: object) -> None:
+    """End this worker at once, killed by ``signum`` as its default action would: the pairing it holds was
+    interrupted, so it leaves no record (a stopped run is resumed by a plain rerun), and the parent, which
+    sees the signal, stops the run.
+
+    A handler of our own, not the default, because Lightning's ``fit`` replaces a default SIGTERM action with
+    one that only notes the signal and raises ``SIGTERMException`` at the next step, which the worker would
+    record as a failure that a rerun skips; a handler it finds, it keeps and calls after its own.
+    """
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _report(conn: Connection, *message: Any) -> bool:
+    """Send ``message`` to the parent; False when the parent has gone (killed, or stopping the run)."""
+    try:
+        conn.send(message)
+    except OSError:
+        return False
+    return True
+
+
 def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, parent: int) -> None:
     """A worker's loop: receive a pairing, say it started, train it, write its record, report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it stops the grid and says so
+    signal.signal(signal.SIGTERM, _stop_now)
     set_threads(threads)
     threading.Thread(target=_exit_with_parent, args=(parent, os.getppid()), daemon=True).start()
     prov = trainer_provenance(commit, threads)
@@ -87,18 +114,20 @@ def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, pa
         except EOFError:
             return
         except Exception as exc:  # noqa: BLE001 - e.g. a plugin that this process cannot import
-            conn.send(("lost", f"the worker could not receive the pairing: {error_line(exc)}"))
+            if not _report(conn, "lost", f"the worker could not receive the pairing: {error_line(exc)}"):
+                return
             continue
-        if pairing is None:
+        if pairing is None or not _report(conn, "started"):
             return
-        conn.send(("started",))
         record = execute(pairing, prov)
         try:
             write_record(out_dir, record)
         except StorageError as exc:
-            conn.send(("unwritten", exc.reason))
-            continue
-        conn.send(("done", record))
+            message: tuple[Any, ...] = ("unwritten", exc.reason)
+        else:
+            message = ("done", record)
+        if not _report(conn, *message):
+            return
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -277,6 +306,8 @@ class LocalExecutor:
                                    f"cannot write the record of a finished pairing: {payload[0]}")
         if not worker.process.is_alive():
             worker.process.join()
+            if worker.process.exitcode in STOPPED:
+                raise KeyboardInterrupt  # the worker was stopped as a run is stopped: so is the run, failing nothing
             return self._replace(worker, *_death(worker.process.exitcode))
         if job.deadline is not None and time.monotonic() >= job.deadline:
             return self._replace(worker, Failure("timeout"), f"timed out after {self.timeout:g} s")
@@ -288,8 +319,7 @@ class LocalExecutor:
         assert job is not None
         self._retire(worker)
         path = self.out_dir / job.pairing.filename
-        for partial in self.out_dir.glob(f".{job.pairing.filename}.*.tmp"):  # a write cut short by the kill
-            partial.unlink(missing_ok=True)
+        self._discard_partial(job.pairing)
         if signature(path) != job.record_before:
             try:
                 return job.pairing, load_record(path)
@@ -300,9 +330,16 @@ class LocalExecutor:
         write_record(self.out_dir, record)
         return job.pairing, record
 
+    def _discard_partial(self, pairing: Pairing) -> None:
+        """Remove what a write of ``pairing``'s record cut short by a kill left (the record is whole or absent)."""
+        for partial in self.out_dir.glob(f".{pairing.filename}.*.tmp"):
+            partial.unlink(missing_ok=True)
+
     def close(self, abort: bool) -> None:
         for worker in self.workers:
             worker.stop(now=abort)
+            if worker.job is not None:
+                self._discard_partial(worker.job.pairing)
         self.workers.clear()
         # A worker started when an interrupt (Ctrl-C, SIGTERM) landed between its start and its registration in
         # self.workers is known to no list; multiprocessing's exit handler would join it, and a pairing that hangs

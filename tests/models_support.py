@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from tokbench import Param, TaskSpec
+from tokbench.plugins import registry
 from tokbench.task import AttentionTarget, Split, Task
 
 SIZES = (
@@ -72,3 +73,10 @@ KV_RECALL = TaskSpec(
     params=(Param("keys", "int", 16, "key tokens", low=2), Param("values", "int", 8, "value tokens", low=2),
             Param("pairs", "int", 8, "key-value pairs per sequence", low=1), *SIZES),
 )
+
+
+def build_model(name: str, task: Task, **params) -> torch.nn.Module:
+    """The registered model ``name`` with ``params`` over its defaults, built for ``task`` from seed 0, in eval mode."""
+    spec = registry().model(name)
+    torch.manual_seed(0)
+    return spec.build(spec.resolve(params), task).eval()

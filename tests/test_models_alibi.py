@@ -7,13 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from models_support import build_model
 from tokbench.plugins import registry
-
-
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task).eval()
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +20,7 @@ def chain():
 def test_attn_alibi_head_h_of_h_attends_with_the_papers_slope(chain, heads):
     """With zero keys (init=zero) the scores are the bias alone: the weight of key s for query t is proportional to
     2^(-8h/H (t - s)) in head h."""
-    model = build("attn-alibi", chain, heads=heads, d=16, init="zero")
+    model = build_model("attn-alibi", chain, heads=heads, d=16, init="zero")
     tokens = chain.make_split("train", 0).tokens
     with torch.no_grad():
         attention = model(tokens, need_attention=True).attention[0, 0]  # (H, T, T), the same for every sequence
@@ -38,5 +33,5 @@ def test_attn_alibi_head_h_of_h_attends_with_the_papers_slope(chain, heads):
 
 
 def test_the_decoder_with_alibi_shares_the_papers_slopes_across_layers(chain):
-    model = build("transformer-2l", chain, positional="alibi", heads=4)
+    model = build_model("transformer-2l", chain, positional="alibi", heads=4)
     torch.testing.assert_close(model.encoding.slopes, torch.tensor([2.0 ** (-2 * h) for h in range(1, 5)]))

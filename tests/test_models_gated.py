@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from models_support import build_model
 from tokbench.errors import ParamError
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
@@ -17,12 +18,6 @@ from tokbench_models.gla import gla_chunked, gla_recurrent
 from tokbench_models.h3 import DiagonalSSM, ShiftSSM
 
 GATED = ("gla", "h3")
-
-
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task).eval()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +29,7 @@ def chain():
 @pytest.mark.parametrize(("name", "params"), [("gla", {}), ("gla", {"heads": 2, "d": 16}), ("h3", {}),
                                               ("h3", {"head_dim": 4, "d_state": 8})])
 def test_the_parallel_form_equals_the_recurrent_reference(chain, name, params):
-    model = build(name, chain, **params)
+    model = build_model(name, chain, **params)
     tokens = chain.make_split("train", 0).tokens
     with torch.no_grad():
         parallel = model(tokens).logits
@@ -82,7 +77,7 @@ def test_h3_ssms_are_the_papers():
                                                          ("h3", {"d_state": 7}, "even")])
 def test_sizes_that_do_not_divide_are_parameter_errors(chain, name, params, message):
     with pytest.raises(ParamError, match=message):
-        build(name, chain, **params)
+        build_model(name, chain, **params)
 
 
 @pytest.mark.parametrize("name", GATED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from models_support import build_model
 from tokbench.errors import NotApplicable
 from tokbench.grid import Pairing
 from tokbench.outcome import attempt, record_of
@@ -17,16 +18,10 @@ def chain():
     return registry().task("markov-switch").create({"context_length": 8, "train_size": 4})
 
 
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task).eval()
-
-
 @pytest.mark.parametrize("name", sorted(registry().models))
 def test_every_model_counts_its_trainable_parameters_once(chain, name):
     try:
-        model = build(name, chain)
+        model = build_model(name, chain)
     except NotApplicable:
         pytest.skip(f"{name} does not apply to markov-switch")
     unique = {id(p): p.numel() for p in model.parameters() if p.requires_grad}
@@ -36,7 +31,7 @@ def test_every_model_counts_its_trainable_parameters_once(chain, name):
 
 
 def test_a_tied_weight_is_counted_once(chain):
-    tied, untied = build("transformer-1l-tied", chain), build("transformer", chain, layers=1, heads=1, d=8,
+    tied, untied = build_model("transformer-1l-tied", chain), build_model("transformer", chain, layers=1, heads=1, d=8,
                                                              positional="learned")
     assert tied.size()["parameters"] == untied.size()["parameters"] - untied.head.weight.numel()
 
@@ -52,12 +47,12 @@ def test_a_tied_weight_is_counted_once(chain):
     ("mlp", {"width": 256}, 256),  # the running sum of first-layer rows
 ])
 def test_state_sizes(chain, name, params, state):
-    assert build(name, chain, **params).state_size() == state
+    assert build_model(name, chain, **params).state_size() == state
 
 
 @pytest.mark.parametrize("name", ["gru", "lstm"])
 def test_recurrent_state_is_what_torch_carries(chain, name):
-    model = build(name, chain, layers=2)
+    model = build_model(name, chain, layers=2)
     tokens = chain.make_split("train", 0).tokens
     _, carried = model.rnn(model.embedding(tokens))
     carried = carried if isinstance(carried, tuple) else (carried,)
@@ -66,7 +61,7 @@ def test_recurrent_state_is_what_torch_carries(chain, name):
 
 def test_mamba_state_is_mambapys_cache_and_suffices(chain):
     """Stepping through the sequence with mambapy's cache alone gives the parallel scan's logits."""
-    model = build("mamba", chain)
+    model = build_model("mamba", chain)
     tokens = chain.make_split("train", 0).tokens
     config = model.backbone.config
     caches = [(None, torch.zeros(len(tokens), config.d_inner, config.d_conv - 1)) for _ in range(config.n_layers)]

@@ -154,6 +154,14 @@ MAMBA = ModelSpec(
     predicts="every",
 )
 
+
+def _mixer_decoder_params(mixer: str, *own: Param) -> tuple[Param, ...]:
+    """The decoder's depth (2 blocks, as Zoology's models), width and MLP around a mixer's ``own`` parameters."""
+    return (Param("layers", "int", 2, f"blocks ({mixer} + optional MLP)", low=1),
+            Param("d", "int", 32, "width of the residual stream", low=1), *own,
+            Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the mixer of each block"))
+
+
 GLA = ModelSpec(
     name="gla",
     version="1",
@@ -169,12 +177,8 @@ GLA = ModelSpec(
               "ICML 2024, arXiv:2312.06635 (Sec. 4.1 recurrent form and gate, Sec. 4.2 chunkwise form, Sec. 4.4 "
               "the GLA layer)"),
     implementation="tokbench_models.gla:GLATransformer",
-    params=(
-        Param("layers", "int", 2, "blocks (GLA + optional MLP)", low=1),
-        Param("d", "int", 32, "width of the residual stream", low=1),
-        Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)", low=1),
-        Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the mixer of each block"),
-    ),
+    params=_mixer_decoder_params("GLA", Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)",
+                                                low=1)),
     recipe=ADAMW_COSINE,
     predicts="every",
 )
@@ -194,13 +198,11 @@ H3 = ModelSpec(
               "Models, ICLR 2023, arXiv:2212.14052 (Sec. 3.1 and Algorithm 1, the H3 layer; Sec. 3.3, SSMs as FFT "
               "convolutions); the authors' code (HazyResearch/H3) for the SSMs' initialisation"),
     implementation="tokbench_models.h3:H3",
-    params=(
-        Param("layers", "int", 2, "blocks (H3 + optional MLP)", low=1),
-        Param("d", "int", 32, "width of the residual stream", low=1),
+    params=_mixer_decoder_params(
+        "H3",
         Param("head_dim", "int", 1, "width e of a head: the outer products are e x e (d must be a multiple)", low=1),
         Param("d_state", "int", 64, "state size N of each SSM: taps of the shift SSM, 2 x the diagonal SSM's "
               "complex modes (even)", low=2),
-        Param("mlp", "bool", True, "an MLP (d -> 4d -> d, GELU) after the mixer of each block"),
     ),
     recipe=ADAMW_COSINE,
     predicts="every",

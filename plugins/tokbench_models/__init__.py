@@ -1,7 +1,8 @@
 """Built-in plugin: model families beyond one attention layer.
 
 Multi-layer causal transformers, causal linear attention, GRU and LSTM, a fully connected net on
-the flattened sequence, Mamba, gated linear attention (GLA) and H3. Every family predicts at every position (causally), so each
+the flattened sequence, Mamba, gated linear attention (GLA) and H3. Every family predicts at every
+position (causally), so each
 applies to tasks scored at the last position and to tasks scored at many. The implementations
 (one family per module) are imported only when a run builds a model.
 """
@@ -168,7 +169,8 @@ GLA = ModelSpec(
     family="gated linear attention",
     description=(
         "Gated linear attention (GLA) in the pre-LN decoder of `transformer`: per head a matrix state "
-        "S_t = diag(alpha_t) S_{t-1} + k_t^T v_t with a data-dependent forget gate alpha_t = sigmoid(x W1 W2 + b)^(1/16) "
+        "S_t = diag(alpha_t) S_{t-1} + k_t^T v_t with a data-dependent forget gate "
+        "alpha_t = sigmoid(x W1 W2 + b)^(1/16) "
         "(rank 16), o_t = q_t S_t, keys of width d/2 and values of width d, an RMSNorm per head and a swish output "
         "gate; trained in the chunkwise form (chunks of 8), flash-linear-attention's kernel on a GPU where "
         f"installed; no positional encoding, no attention reported. Recipe: {ADAMW_COSINE.describe()}."
@@ -177,8 +179,8 @@ GLA = ModelSpec(
               "ICML 2024, arXiv:2312.06635 (Sec. 4.1 recurrent form and gate, Sec. 4.2 chunkwise form, Sec. 4.4 "
               "the GLA layer)"),
     implementation="tokbench_models.gla:GLATransformer",
-    params=_mixer_decoder_params("GLA", Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)",
-                                                low=1)),
+    params=_mixer_decoder_params(
+        "GLA", Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)", low=1)),
     recipe=ADAMW_COSINE,
     predicts="every",
 )

@@ -2,9 +2,8 @@
 
 Multi-layer causal transformers, causal linear attention, GRU and LSTM, a fully connected net on
 the flattened sequence, Mamba, gated linear attention (GLA) and H3. Every family predicts at every
-position (causally), so each
-applies to tasks scored at the last position and to tasks scored at many. The implementations
-(one family per module) are imported only when a run builds a model.
+position (causally), so each applies to tasks scored at the last position and to tasks scored at
+many. The implementations (one family per module) are imported only when a run builds a model.
 """
 from dataclasses import replace
 

@@ -185,7 +185,8 @@ def test_weight_decay_sweeps_the_recipes_that_use_weight_decay_only():
     assert all(p.recipe.wd_grid == (0.0, 0.1) and p.recipe.lr_grid == () for p in uses)
     assert all(p.recipe.wd_grid == () for p in trained if not p.model_spec.recipe.weight_decay)
     # a block that gives the recipe a weight decay makes it swept
-    decayed = by_model(grid(MODELS + "[grid.train.attn-nope]\nweight_decay = 0.01\n[grid.sweep]\nweight_decay = [0.0, 0.1]\n"))
+    decayed = by_model(grid(MODELS + "[grid.train.attn-nope]\nweight_decay = 0.01\n"
+                                     "[grid.sweep]\nweight_decay = [0.0, 0.1]\n"))
     assert decayed["attn-nope"].recipe.wd_grid == (0.0, 0.1)
 
 
@@ -215,7 +216,8 @@ def test_set_train_optimizer_and_weight_decay_decide_whether_weight_decay_is_swe
     assert [p.recipe.wd_grid for p in to_adam] == [()]  # its recipe has no weight decay
     decayed = parse_settings(["train.optimizer=adam", "train.weight_decay=0.01"])
     assert [p.recipe.wd_grid for p in grid(SWEPT, models=["attn-paper-b"], settings=decayed)] == [(0.0, 0.1)]
-    to_ngd = grid(SWEPT, models=["transformer"], settings=parse_settings(["train.optimizer=ngd", "train.weight_decay=0"]))
+    to_ngd = grid(SWEPT, models=["transformer"],
+                  settings=parse_settings(["train.optimizer=ngd", "train.weight_decay=0"]))
     assert [p.recipe.wd_grid for p in to_ngd] == [()]
 
 
@@ -315,3 +317,31 @@ def test_every_published_paper_record_is_still_planned_by_the_paper_suite():
     planned = {variant.hashes(seed) for variant in variants for seed in seeds}
     assert [r["config_hash"] for r in records if r["config_hash"] not in planned] == []
     assert all(variant.rung is None for variant in variants)
+
+
+def test_a_task_table_sets_recipe_keys_for_one_task_and_a_model_table_wins_over_it():
+    text = """seeds = 1
+[[grid]]
+tasks = ["random-walk", "lag-walk"]
+models = ["attn-nope", "gru"]
+[grid.train]
+steps = 50
+[grid.train.task.lag-walk]
+steps = 70
+lr = 0.2
+[grid.train.gru]
+lr = 0.5
+"""
+    recipes = {(p.task_spec.name, p.model_spec.name): p.recipe for p in grid(text)}
+    assert recipes["random-walk", "attn-nope"].steps == 50 and recipes["lag-walk", "attn-nope"].steps == 70
+    assert recipes["lag-walk", "attn-nope"].lr == 0.2 and recipes["lag-walk", "gru"].lr == 0.5
+
+
+@pytest.mark.parametrize("table, message", [
+    ("[grid.train.task.majority]\nsteps = 70\n",
+     r"s.toml:\d+: \[grid.train.task.majority\] names no task of this block"),
+    ("[grid.train.task]\nlag-walk = 3\n", r"s.toml:\d+: expected a table \[grid.train.task.lag-walk\]"),
+])
+def test_a_task_table_must_name_a_task_of_the_block(table, message):
+    with pytest.raises(UsageError, match=message):
+        grid(MODELS.replace('"random-walk"', '"random-walk", "lag-walk"') + table)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -15,10 +16,10 @@ from tokbench.plugins import registry
 from tokbench.results import load_records, record_schema
 from tokbench.suites import load_suite
 
-# Two families, three models (one trained, two baselines) at a few steps and small splits: the suite's ladders,
-# and adaptive seeding in shards, cheaply. The suite itself runs 3 fixed seeds; here seeds 0-1 first, and a target
+# Two families (lag-walk is in both blocks), three models (one trained, two baselines) at a few steps and small
+# splits: the suite's ladders, and adaptive seeding in shards, cheaply. The suite itself runs 3 fixed seeds; here seeds 0-1 first, and a target
 # (+-0.02) out of reach at 64 test sequences, so adaptive seeding adds a third seed to every cell with a spread.
-NARROW = ["--suite", "tokbench", "--task", "lag-walk", "majority", "--model", "attn-nope", "last-token", "uniform",
+NARROW = ["--suite", "tokbench", "--task", "lag-walk", "majority", "--model", "transformer", "last-token", "uniform",
           "--seeds", "2", "--target-ci", "0.02", "--max-seeds", "3", "--set", "train.steps=4", "--set", "train_size=64",
           "--set", "val_size=32", "--set", "test_size=64", "-q"]
 LADDER_LINE = re.compile(r"^ladder  (\S+): (.+)  \((\d+) rungs x (\d+) models\)$")
@@ -68,7 +69,9 @@ def test_the_suite_ladders_every_builtin_family_on_its_declared_difficulty_axes(
     unranked = {"scc-implicit-bias", "random-walk", "deterministic-walk", "markov-switch"}
     tasks = [task for block in blocks for task in block.tasks]
     ladders = {task: ladder for block in blocks for task, ladder in block.ladders.items()}
-    assert len(tasks) == len(set(tasks)) and set(tasks) == set(ladders) == builtin - unranked
+    assert set(tasks) == set(ladders) == builtin - unranked
+    # a family in both rankings (lag-walk) climbs one ladder
+    assert all(block.ladders[task] == ladders[task] for block in blocks for task in block.tasks)
     for task, ladder in ladders.items():
         assert reg.tasks[task].difficulty and set(ladder) <= set(reg.tasks[task].difficulty), task
         assert {len(values) for values in ladder.values()} == {3}, task
@@ -85,43 +88,54 @@ def test_show_task_names_each_familys_difficulty_axes_and_pitfall(capsys):
         assert pitfall in out if spec.pitfall else "pitfall:" not in out, task
 
 
-def test_dry_run_shows_one_ladder_per_family_and_plans_every_model_at_every_rung(tmp_path, capsys):
+def test_dry_run_shows_one_ladder_per_family_and_plans_every_model_of_its_block_at_every_rung(tmp_path, capsys):
     assert main(["run", "--suite", "tokbench", "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
+    reg = registry()
     blocks = load_suite("tokbench").blocks
-    # every registered model but the two left out for their cost per step (benchmark/budget/README.md, "Cost")
+    selected: dict[str, set[str]] = {}
     for block in blocks:
-        assert block.models == ("*",) and set(block.skip_models) == {"mamba", "transformer-4l"}
-    models = len(registry().models) - len(blocks[0].skip_models)
+        for task in block.tasks:
+            names = (m for m in reg.models if any(fnmatchcase(m, pattern) for pattern in block.models))
+            selected.setdefault(task, set()).update(names)
+    models = {task: len(names) for task, names in selected.items()}
     ladders = {task: ladder for block in blocks for task, ladder in block.ladders.items()}
     printed = {m.group(1): m for m in map(LADDER_LINE.match, lines) if m}
-    assert list(printed) == [task for block in blocks for task in block.tasks]
+    assert list(printed) == list(dict.fromkeys(task for block in blocks for task in block.tasks))
     for task, match in printed.items():
         axes = "; ".join(f"{key} {' -> '.join(map(str, values))}" for key, values in ladders[task].items())
-        assert (match.group(2), int(match.group(3)), int(match.group(4))) == (axes, 3, models)
-    variants = sum(len(next(iter(ladder.values()))) for ladder in ladders.values())
-    pairings = models * variants * len(blocks[0].seeds)
+        assert (match.group(2), int(match.group(3)), int(match.group(4))) == (axes, 3, models[task])
+    pairings = sum(3 * models[task] * len(blocks[0].seeds) for task in ladders)
     inapplicable = sum(line.startswith("n/a ") for line in lines)  # recorded without training, not run
-    assert variants == 24 and lines[-1] == (f"{pairings} pairings: {pairings - inapplicable} to run, {inapplicable} "
-                                            "not applicable (recorded without training), 0 to skip")
+    assert len(ladders) == 8 and lines[-1] == (f"{pairings} pairings: {pairings - inapplicable} to run, "
+                                               f"{inapplicable} not applicable (recorded without training), 0 to skip")
 
 
-def test_sparse_selection_trains_as_every_family_does_but_validates_by_expected_accuracy():
-    ranked, sparse = load_suite("tokbench").blocks
-    assert sparse.tasks == ("sparse-selection",)
-    assert dict(sparse.train) == {**ranked.train, "validate_by": "expected"}
-    assert (sparse.models, sparse.skip_models, sparse.seeds, sparse.evaluate) == (
-        ranked.models, ranked.skip_models, ranked.seeds, ranked.evaluate)
-    sizes = {key: value for key, value in ranked.task_params["*"].items() if key.endswith("_size")}
-    assert sizes and sizes.items() <= sparse.task_params["sparse-selection"].items()
+def test_both_rankings_train_under_one_protocol():
+    architectures, variants = load_suite("tokbench").blocks
+    assert dict(variants.train) == {key: value for key, value in architectures.train.items()
+                                    if key not in ("validate_by", "task")}
+    assert architectures.train["validate_by"] == "expected"  # where the task has a label law ...
+    assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"}}  # ... lag-walk has none
+    assert architectures.train["target"] and not architectures.train.get("patience")  # no plateau rule
+    assert (architectures.sweep, architectures.seeds, architectures.evaluate) == (
+        variants.sweep, variants.seeds, variants.evaluate)
+    assert architectures.task_params["*"] == variants.task_params["*"]
+    assert architectures.ladders["lag-walk"] == variants.ladders["lag-walk"]
+    assert architectures.task_params["lag-walk"] == variants.task_params["lag-walk"]
+    learned = set(architectures.models) - {"last-token", "uniform", "context-guess", "bayes-optimal"}
+    assert {"mamba", "transformer-4l", "gla", "h3"} <= learned and variants.models[0] == "attn-*"
+    assert architectures.model_params["*"] == {"d": 64, "hidden": 64}
+    assert variants.model_params["attn-alibi"]["heads"] > 1
+
 
 def test_dry_run_plans_evaluations_at_two_and_four_times_the_training_length(tmp_path, capsys):
-    assert main(["run", "--suite", "tokbench", "--task", "mqar", "--model", "attn-nope", "attn-learned",
+    assert main(["run", "--suite", "tokbench", "--task", "lag-walk", "--model", "attn-nope", "attn-learned",
                  "--dry-run", "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    (evaluate,) = [line for line in lines if line.startswith("evaluate  mqar")]
-    # the first rung trains at T = 32; learned absolute positions cannot run longer and say so
-    assert "context_length=64, context_length=128" in evaluate and "attn-learned" in evaluate
+    (evaluate,) = [line for line in lines if line.startswith("evaluate  lag-walk")]
+    # lag-walk trains at T = 64; learned absolute positions cannot run longer and say so
+    assert "context_length=128, context_length=256" in evaluate and "attn-learned" in evaluate
     assert "attn-nope" not in evaluate.partition("not applicable")[2]
 
 
@@ -173,6 +187,6 @@ def test_records_validate_and_carry_their_rung_and_the_specs_metadata(local_reco
         assert meta["model_family"] == model.family_name
     assert {r["meta"]["task_pitfall"] != "" for r in local_records.values() if r["task"] == "majority"} == {True}
     climbed = {(r["task"], r["ladder"]["rung"]): r["ladder"]["axes"] for r in local_records.values()}
-    ladders = load_suite("tokbench").blocks[0].ladders
+    ladders = {task: ladder for block in load_suite("tokbench").blocks for task, ladder in block.ladders.items()}
     assert climbed == {(task, i): {key: values[i] for key, values in ladders[task].items()}
                        for task in ("lag-walk", "majority") for i in range(3)}

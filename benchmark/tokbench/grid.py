@@ -22,8 +22,8 @@ from tokbench.params import parse_assignments
 from tokbench.plugins import Registry, origin
 from tokbench.results import SeedHashes, canonical_json, identity, record_filename
 from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
-from tokbench.suites import (WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value, is_pattern,
-                             load_suite)
+from tokbench.suites import (TASK_TRAIN, WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value,
+                             is_pattern, load_suite)
 
 NAMESPACES = ("task", "model", "train")
 RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
@@ -282,10 +282,16 @@ def _block_ladders(suite: Suite, block: GridBlock, specs: Mapping[str, TaskSpec]
 
 
 def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, ModelSpec],
-                        registered: Mapping[str, Any]) -> None:
-    """A ``[grid.train.NAME]`` table must name (or match) a model of the block, like ``[grid.model.NAME]``."""
+                        registered: Mapping[str, Any], tasks: Sequence[str] = ()) -> None:
+    """A ``[grid.train.NAME]`` table must name (or match) a model of the block, like ``[grid.model.NAME]``, and a
+    ``[grid.train.task.NAME]`` table a task of the block."""
+    for name in block.train.get(TASK_TRAIN, {}) if isinstance(block.train.get(TASK_TRAIN), dict) else ():
+        if not any(fnmatch.fnmatchcase(task, name) for task in tasks):
+            where = suite.where("grid", block.index, "train", TASK_TRAIN, name)
+            raise UsageError(f"{where}: [grid.train.task.{name}] names no task of this block "
+                             f"({', '.join(sorted(tasks))})")
     for name, table in block.train.items():
-        if not isinstance(table, dict) or any(fnmatch.fnmatchcase(model, name) for model in specs):
+        if name == TASK_TRAIN or not isinstance(table, dict) or any(fnmatch.fnmatchcase(m, name) for m in specs):
             continue
         where = suite.where("grid", block.index, "train", name)
         if name in registered:
@@ -321,13 +327,18 @@ def scaled_warmup(default: Recipe, steps: int) -> int:
     return min(steps, round(default.warmup_steps * steps / default.steps))
 
 
-def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line: Mapping[str, Any]) -> Recipe:
-    """``model``'s recipe in ``block``: its default, capped by the suite's ``[budget]`` unless steps are given
-    explicitly; the block's ``[grid.train]`` keys, then its table for the model; ``--set`` (``command_line``);
-    and last the block's sweep, on the axes that ``--set`` leaves alone."""
+def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line: Mapping[str, Any],
+                  task: str = "") -> Recipe:
+    """``model``'s recipe on ``task`` in ``block``: its default, capped by the suite's ``[budget]`` unless steps are
+    given explicitly; the block's ``[grid.train]`` keys, then its tables for the task (``[grid.train.task.NAME]``),
+    then for the model; ``--set`` (``command_line``); and last the block's sweep, on the axes that ``--set``
+    leaves alone."""
     every = {key: value for key, value in block.train.items() if not isinstance(value, dict)}
-    tables = [((), every), *(((name,), table) for name, table in block.train.items()
-                             if isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name))]
+    by_task = block.train.get(TASK_TRAIN, {})
+    tables = [((), every),
+              *(((TASK_TRAIN, name), table) for name, table in by_task.items() if fnmatch.fnmatchcase(task, name)),
+              *(((name,), table) for name, table in block.train.items()
+                if name != TASK_TRAIN and isinstance(table, dict) and fnmatch.fnmatchcase(model.name, name))]
     def explicit(key: str) -> bool:
         return key in command_line or any(key in given for _, given in tables)
 
@@ -426,7 +437,6 @@ def _evaluations(task: TaskSpec, task_params: Mapping[str, Any], table: Evaluati
     return tuple(settings)
 
 
-def expand(
 def _block_names(suite: Suite, block: GridBlock, registry: Registry) -> tuple[list[str], list[str]]:
     """The registered tasks and models that ``block`` selects: by name or pattern, less its skips, and its models
     only of its ``model_origin`` where it sets one."""
@@ -460,6 +470,7 @@ def implied_suite(registry: Registry, tasks: Sequence[str], models: Sequence[str
     return load_suite(WIDEST_SUITE), f"the {DEFAULT_SUITE} suite has no {', '.join(missing)}"
 
 
+def expand(
     suite: Suite,
     registry: Registry,
     tasks: Sequence[str] = (),
@@ -467,8 +478,8 @@ def implied_suite(registry: Registry, tasks: Sequence[str], models: Sequence[str
     seeds: int | None = None,
     settings: Sequence[Setting] = (),
     evaluate: Evaluations | None = None,
-) -> list[Pairing]:
     outputs: RunOutputs = RunOutputs(),
+) -> list[Pairing]:
     """Every pairing of ``suite``, narrowed by the ``tasks``/``models`` filters (names or glob patterns), in suite
     order.
 
@@ -491,7 +502,7 @@ def implied_suite(registry: Registry, tasks: Sequence[str], models: Sequence[str
         model_given = _block_params(suite, block, "model", model_specs, registry.models)
         block_seeds = range(seeds) if seeds is not None else block.seeds
         ladders = _block_ladders(suite, block, task_specs, registry.tasks, task_given)
-        _check_train_tables(suite, block, model_specs, registry.models)
+        _check_train_tables(suite, block, model_specs, registry.models, list(task_specs))
         table, where = evaluate, (lambda axis: f"--evaluate {axis}")
         if evaluate is None:
             table, where = block.evaluate, (lambda axis, b=block.index: suite.where("grid", b, "evaluate", axis))
@@ -500,7 +511,7 @@ def implied_suite(registry: Registry, tasks: Sequence[str], models: Sequence[str
             for model in (m for m in model_specs.values() if not model_filter or m.name in model_filter):
                 set_task, set_model, set_train = _route(settings, task, model)
                 model_params = model.resolve(model_given[model.name] | set_model)
-                recipe = _block_recipe(suite, block, model, set_train)
+                recipe = _block_recipe(suite, block, model, set_train, task.name)
                 _check_held(f"{model.name}: train.steps", recipe.steps, MAX_STEPS, "optimiser steps")
                 _check_held(f"{model.name}: train.batch_size", recipe.batch_size, MAX_SPLIT_TOKENS, "sequences")
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):

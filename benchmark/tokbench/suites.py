@@ -35,6 +35,7 @@ _TOP_KEYS = ("description", "seeds", "budget", "adaptive", "outputs", "grid")
 _BUDGET_KEYS = ("max_steps",)
 _ADAPTIVE_KEYS = ("target_ci", "max_seeds")
 _OUTPUTS_KEYS = ("loggers", "log_samples")  # what a run writes besides its records (tokbench.outputs)
+TASK_TRAIN = "task"  # [grid.train.task.NAME]: recipe overrides for one task of a block (a name or a pattern)
 _BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "model_origin", "seeds", "task", "model", "train",
                "ladder", "sweep", "evaluate")
 ORIGINS = ("builtin", "plugin")  # where a model comes from: tokbench's own distribution, or a plugin's
@@ -363,7 +364,14 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             raise check.fail(path + ("train",),
                              "train must be a table of recipe overrides, e.g. [grid.train] steps = 100")
         for key, item in train.items():
-            if isinstance(item, dict):  # [grid.train.NAME]: overrides for one model (a name or a pattern)
+            if key == TASK_TRAIN and isinstance(item, dict):  # [grid.train.task.NAME]: overrides for one task
+                for name, table in item.items():
+                    if not isinstance(table, dict):
+                        raise check.fail(path + ("train", key, name), f"expected a table [grid.train.task.{name}] "
+                                         "of recipe overrides for that task, e.g. steps = 3000")
+                    for sub, value in table.items():
+                        check.value(value, path + ("train", key, name, sub))
+            elif isinstance(item, dict):  # [grid.train.NAME]: overrides for one model (a name or a pattern)
                 for sub, value in item.items():
                     check.value(value, path + ("train", key, sub))
             else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import signal
 import sys
@@ -17,9 +18,11 @@ from tokbench import __version__, commands
 from tokbench.errors import StorageError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_STORAGE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell reports for a writer that the closed pipe's SIGPIPE ended
 EXIT_CODES = """Exit codes: 0 all ok; 1 some pairing failed (not applicable pairings are not failures); 2 usage error \
 (a bad name, flag, value or file content); 3 I/O or environment error (a read-only or full disk, an unwritable \
---out, a FIFO or device where a file should be); 130 interrupted (what finished is kept; rerun to resume)."""
+--out, a FIFO or device where a file should be); 130 interrupted (what finished is kept; rerun to resume); 141 the \
+reader of the output left, as in `| head` (stopped quietly)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +74,9 @@ def _handle(args: argparse.Namespace) -> int:
     except StorageError as exc:
         print(f"tokbench: error: {exc}", file=sys.stderr)
         return EXIT_STORAGE
+    except BrokenPipeError:  # the reader of our output left (`| head`): stop quietly, as `ls | head` does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's own flush would raise again
+        return EXIT_BROKEN_PIPE
     except OSError as exc:  # any other failed read or write: the environment's, not a bug to show as a traceback
         print(f"tokbench: error: {StorageError.from_os(exc)}", file=sys.stderr)
         return EXIT_STORAGE

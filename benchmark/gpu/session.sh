@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine (benchmark/gpu/README.md): install, the GPU benchmark, then as many runs of the
+# pending work as fit before DEADLINE seconds, in this order: the stopping check (protocol, then to the cap),
+# the tokbench architecture block, tokbench-scale. Every run resumes (finished records are skipped), `timeout`
+# stops it with SIGTERM, which loses nothing finished, and whatever was written comes back as $OUT/records.tar.gz.
+#   run(command="bash benchmark/gpu/session.sh", carry=[".whl"], timeout_s=600)
+set -uo pipefail
+DEADLINE=${DEADLINE:-560}
+JOBS=${JOBS:-12}
+started=$(date +%s)
+left() { echo $(( DEADLINE - ($(date +%s) - started) )); }
+out=${OUT:-/tmp/out}
+mkdir -p "$out" work/stopping work/tokbench work/tokbench-scale
+# what is committed is done: seed the run folders with it, so every run resumes where the last call left off
+for pair in benchmark/budget/stopping-records:stopping benchmark/republish/records:tokbench \
+            benchmark/republish/scale-records:tokbench-scale; do
+  [ -d "${pair%%:*}" ] && cp -rn "${pair%%:*}/." "work/${pair##*:}/"
+done
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site || exit 3
+python3 -m pip install -q -e . --no-deps --no-build-isolation || exit 3
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$out/device.txt"
+export PYTHONUNBUFFERED=1
+timeout 300 python3 benchmark/bench/gpu.py --deadline 240 --json "$out/gpu-bench.json" 2>&1 | tee "$out/gpu-bench.txt"
+run() {  # run SUITE OUT [ARGS...] until the deadline leaves 40 s for the archive
+  local budget=$(( $(left) - 40 ))
+  (( budget > 30 )) || return 0
+  timeout "$budget" python3 -m tokbench.cli run --suite "$1" --out "$2" --jobs "$JOBS" -q "${@:3}" >> "$out/runs.log" 2>&1
+  echo "$1 ${*:3}: exit $? with $(( $(left) )) s left" | tee -a "$out/runs.log"
+}
+run benchmark/budget/stopping.toml work/stopping
+run benchmark/budget/stopping.toml work/stopping --set train.target=0
+run tokbench work/tokbench --model transformer transformer-2l transformer-4l linear-attention gla h3 gru lstm mlp mamba
+run tokbench-scale work/tokbench-scale
+tar czf "$out/records.tar.gz" work
+tail -n 20 "$out/runs.log"
+ls -la "$out"

@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import fisher_exact
 
-from markov_models import spec
+from markov_models import catformer_spec, spec
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
 from tokbench_markov.chains import posterior_mean
@@ -112,3 +112,22 @@ def test_causal_graph_two_layers_answer_the_query_by_its_transitions_one_layer_c
     assert two["excess_loss"] < 0.1, f"two layers: excess loss {two['excess_loss']:.4f}"
     one = train(task, spec(1, d=32, **recipe)).metrics
     assert one["agree_bigram"] < 0.7, f"one layer agrees with the Bayes predictor on {one['agree_bigram']:.3f}"
+
+
+def test_causal_graph_nichanis_catformer_reaches_bayes_on_their_random_graph():
+    """Nichani et al.'s own setting: S = 10, T = 20, alpha 0.1, a random graph, and their model (two attention-only
+    layers, concatenated stream, one-hot token and position, zero initialisation; tests/markov_models.py). Trained
+    through the harness on drawn labels with Adam (lr 0.01, cosine, 1,000 steps of 256 fresh sequences, not their
+    2^17 steps of plain GD at batch 1024), it comes within 0.03 of the Bayes accuracy (measured: 0.320 against 0.325
+    on 4,000 queries; excess loss 0.084 +- 0.006; 25 s of CPU for both models), where no model of the published
+    tokbench section has a mean above 0.18. One such layer cannot: it sees no parent's token (measured: 0.179,
+    agreeing with the in-context unigram predictor on 0.72 of the queries)."""
+    task = registry().task("causal-graph").create({"states": 10, "context_length": 20, "graph": "random",
+                                                   "train_size": 1000, "val_size": 200, "test_size": 4000})
+    recipe = {"optimizer": "adam", "lr": 0.01, "schedule": "cosine", "steps": 1000, "batch_size": 256,
+              "data": "fresh"}
+    two = train(task, catformer_spec(2, **recipe)).metrics
+    assert two["accuracy"] >= two["bayes_accuracy"] - 0.03, f"{two['accuracy']:.4f} vs {two['bayes_accuracy']:.4f}"
+    assert two["excess_loss"] < 0.12, f"excess loss {two['excess_loss']:.4f} +- {two['excess_loss_se']:.4f}"
+    one = train(task, catformer_spec(1, **recipe)).metrics
+    assert one["accuracy"] <= one["bayes_accuracy"] - 0.08, f"one layer: {one['accuracy']:.4f}"

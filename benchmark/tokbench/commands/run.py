@@ -23,6 +23,7 @@ from tokbench.commands import loaded_registry, output_console, positive_int, thr
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, parse_evaluations,
                            parse_settings, parse_shard, shard)
+from tokbench.plugins import origin
 from tokbench.outputs import LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
@@ -213,6 +214,16 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
         return {record["config_hash"]: record for record in run_grid(todo, executor, progress, locks)}
 
 
+def _plugins_note(args: argparse.Namespace, suite: Any, grid: list[Pairing]) -> str:
+    """On the first line of an unfiltered first look: how many pairings installed plugins add, and how to narrow
+    it (with plugins the default grid grows past its 3 minutes, e.g. 216 to 405 pairings with three)."""
+    if args.tasks or args.models or suite.origin != load_suite(DEFAULT_SUITE).origin:
+        return ""
+    added = sum("plugin" in (origin(p.task_spec), origin(p.model_spec)) for p in grid)
+    return (f" ({added} of them from installed plugins, so this first look takes longer than its 3 minutes: "
+            "narrow it with --task/--model, or TOKBENCH_DISABLE_PLUGINS=NAME; see tokbench plugins)" if added else "")
+
+
 def _run(args: argparse.Namespace) -> int:
     console = output_console()
     err = Console(stderr=True)
@@ -256,7 +267,7 @@ def _run(args: argparse.Namespace) -> int:
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
     if todo:
-        headline = f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}"
+        headline = f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}{_plugins_note(args, suite, grid)}"
         try:
             finished.update(_train(args, todo, loaded.records, headline, console))
         except KeyboardInterrupt:
@@ -276,9 +287,11 @@ def _run(args: argparse.Namespace) -> int:
     print(f"tokbench: records in {args.out}/; tables, HTML and plots: tokbench leaderboard --records "
           f"{shlex.quote(args.out.as_posix())} --format all --out {board}", file=sys.stderr)
     if suite.origin == load_suite(DEFAULT_SUITE).origin:
-        print(f"tokbench: that was the default suite, a first look ({suite.description.partition(': ')[0]}); "
-              "the full comparisons: tokbench run --suite tokbench (the benchmark's protocol), --suite survey "
-              "(every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)
+        what = (f"the default suite, a first look ({suite.description.partition(': ')[0]})"
+                if not (args.tasks or args.models) else
+                "the default suite's first-look sizes (small splits, at most its step cap) for the tasks and models named")
+        print(f"tokbench: that was {what}; the full comparisons: tokbench run --suite tokbench (the benchmark's "
+              "protocol), --suite survey (every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)
     failed = [r for r in records if r["status"] == "failed"]
     if failed:
         variants = variant_labels(records)

@@ -6,16 +6,25 @@ are tokbench's: ``--prune`` removes only files it lists, and a README.md it does
 is not overwritten. ``tokbench verify --integrity`` checks it without training:
 every listed file under the checked folder is there with its digest, and every run record
 there is listed (an edited, added or removed record is reported by name).
+
+A manifest comes with a downloaded or cloned folder, so it is read as untrusted input: a
+line that is not ``<64 hex digits>  <path>``, a path that is absolute, climbs with ``..``
+or leads outside the folder through a link, or a file that is not UTF-8 text is a
+:class:`~tokbench.errors.UsageError` naming the file and line, before anything is removed.
 """
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from tokbench.storage import atomic_write
+from tokbench.errors import UsageError
+from tokbench.storage import atomic_write, read_regular
 
 MANIFEST = "SHA256SUMS"
+MAX_MANIFEST_BYTES = 64 * 2**20  # about 100 bytes a line: room for 600,000 files
+_LINE = re.compile(r"(?P<digest>[0-9a-f]{64})  (?P<name>.+)")
 
 
 def digest(path: Path) -> str:
@@ -23,16 +32,34 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def inside(folder: Path, name: str) -> bool:
+    """Whether the relative POSIX path ``name`` names a file inside ``folder``, links resolved."""
+    relative = PurePosixPath(name)
+    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
+        return False
+    return (folder / relative).resolve().is_relative_to(folder.resolve())
+
+
 def read(folder: Path) -> dict[str, str] | None:
-    """The manifest of ``folder`` (relative POSIX path -> digest), or None when it has none."""
+    """The manifest of ``folder`` (relative POSIX path -> digest), or None when it has none; :class:`UsageError`
+    for a manifest that is not one or names a path outside ``folder``."""
     path = folder / MANIFEST
     if not path.is_file():
         return None
+    try:
+        text = read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as exc:  # too large, or not text
+        raise UsageError(f"{path}: not a {MANIFEST} manifest ({str(exc).split(':')[0]})") from None
     entries = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        hex_digest, sep, name = line.partition("  ")
-        if sep and name:
-            entries[name] = hex_digest
+    for number, line in enumerate(text.splitlines(), 1):
+        match = _LINE.fullmatch(line)
+        if match is None:
+            raise UsageError(f"{path}, line {number}: expected '<SHA-256 in hex>  <path>', got {line[:80]!r}")
+        name = match["name"]
+        if not inside(folder, name):
+            raise UsageError(f"{path}, line {number}: {name!r} is outside {folder}; a manifest lists only files in "
+                             "its own folder (nothing was changed)")
+        entries[name] = match["digest"]
     return entries
 
 

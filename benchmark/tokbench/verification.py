@@ -49,6 +49,16 @@ def sample(records: Sequence[Record], size: int | None, seed: int) -> list[Recor
     return sorted(random.Random(seed).sample(ordered, size), key=lambda r: r["config_hash"])
 
 
+def records_in(folder: Path) -> Path:
+    """Where the run records of ``folder`` are: a published folder (``tokbench leaderboard --format all``, with its
+    manifest) keeps them in ``records/`` beside files that are not records; any other folder holds them itself."""
+    from tokbench.leaderboard.publish import RECORDS_DIR
+    from tokbench.manifest import MANIFEST
+
+    published = (folder / MANIFEST).is_file() and (folder / RECORDS_DIR).is_dir()
+    return folder / RECORDS_DIR if published else folder
+
+
 def threads(record: Mapping[str, Any]) -> int:
     """The torch intra-op thread count the record trained with (1, the runner's default, when not recorded)."""
     return int(record["provenance"].get("threads") or 1)

@@ -69,7 +69,7 @@ def _verify(args: argparse.Namespace) -> int:
     if not args.records.is_dir():
         raise UsageError(f"RECORDS {args.records}: " + ("not a folder; RECORDS names a folder of run records"
                                                         if args.records.exists() else "no such folder"))
-    loaded = load_records(args.records)
+    loaded = load_records(verification.records_in(args.records))
     problems = [*loaded.problems, *loaded.newer.values(), *loaded.duplicates]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

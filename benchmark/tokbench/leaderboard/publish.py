@@ -9,7 +9,8 @@ every one in the folder's manifest (``SHA256SUMS``, :mod:`tokbench.manifest`). F
 it did not write stay. Files an earlier publish wrote and this one did not (records of
 sections not published this time, plots of an older layout) stay unless ``prune`` asks
 to remove them, and even then only plots and records in the published sections' own
-folders are removed.
+folders are removed. A manifest naming a path outside the folder stops the publish before
+anything is written or removed (:func:`tokbench.manifest.read`).
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
     steps, seeds, rates = (10, 2, 2) if quick else (200, 3, 3)
     rows = []
     for model in MODELS:
-        together, alone, mode = cell(model, steps, seeds, rates, "cpu", 1 if quick else 3)
+        together, alone, mode = cell(model, steps, seeds, rates, "cpu", 1)
         rows.append((f"{seeds * rates} replicas together / one by one, {model}, {TASK}", together / alone,
                      f"{seeds} seeds x {rates} rates, {steps} steps of batch 64, fresh data, CPU, step: {mode} "
                      f"(target <= 1.0); one by one {alone:.1f} s"))

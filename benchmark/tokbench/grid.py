@@ -306,10 +306,16 @@ def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, Mode
 
 DEFAULT_SUITE = "default"  # what `tokbench run` trains when no --suite, --task or --model says otherwise
 WIDEST_SUITE = "survey"
-# What one machine can hold: more steps than this never finish (at a millisecond a step, 28 hours), and a split of
-# more tokens than this does not fit in memory as int64 tensors (16 GiB) next to its labels.
+# What one machine can hold: more steps than this never finish (at a millisecond a step, 28 hours). The sizes a
+# pairing allocates at once, checked at planning (the dry run prints them): a split (train, validation, test, or the
+# test split of an evaluation setting) of n sequences of T tokens holds n x T tokens and as many labels at most
+# (2 GiB each as int64); a batch holds batch_size x T tokens (a fresh draw holds 10 batches); a split of a task
+# scored at every position also holds (n, T, T) attention targets (4 GiB as bools).
 MAX_STEPS = 10**8
-MAX_SPLIT_TOKENS = 2**31
+MAX_SPLIT_TOKENS = 2**28
+MAX_BATCH_TOKENS = 2**24
+MAX_TARGET_ENTRIES = 2**32
+SPLIT_SIZES = ("train_size", "val_size", "test_size")  # the parameters that size a task's splits (Task.split_size)
 
 
 def _check_held(what: str, value: Any, limit: int, unit: str) -> None:
@@ -317,6 +323,56 @@ def _check_held(what: str, value: Any, limit: int, unit: str) -> None:
     if isinstance(value, (int, float)) and value > limit:
         raise UsageError(f"{what} is {value:,} {unit}, more than one machine can hold or finish ({limit:,}); "
                          "use a smaller value")
+
+
+def _context_length(params: Mapping[str, Any]) -> int:
+    return max(1, int(params.get("context_length") or 1))
+
+
+def allocations(variant: Variant) -> dict[str, tuple[int, str]]:
+    """The largest sizes one pairing of ``variant`` allocates at once, each with what makes it: tokens in one split
+    (an evaluation setting's test split included), tokens in one batch and, for a task scored at every position,
+    attention-target entries in one split; see :data:`LIMITS`."""
+    T = _context_length(variant.task_params)
+    splits = [(variant.task_params[key], T, f"{key}={variant.task_params[key]} at context_length {T}")
+              for key in SPLIT_SIZES if isinstance(variant.task_params.get(key), int)]
+    test = variant.task_params.get("test_size")
+    declared = [overrides for overrides in variant.evaluate  # the others are not applicable: no split is drawn
+                if all(axis in variant.task_spec.evaluation_axes for axis in overrides)]
+    for overrides in declared if isinstance(test, int) else ():
+        length = _context_length({**variant.task_params, **overrides})
+        setting = " ".join(f"{key}={value}" for key, value in overrides.items())
+        splits.append((test, length, f"test_size={test} at evaluation {setting}"))
+    found = {}
+    if splits:
+        n, length, why = max(splits, key=lambda s: s[0] * s[1])
+        found["tokens in one split"] = (n * length, why)
+        if variant.task_spec.scoring == "positions":
+            n, length, why = max(splits, key=lambda s: s[0] * s[1] ** 2)
+            found["attention-target entries in one split"] = (n * length ** 2, why)
+    if variant.recipe.batch_size:
+        found["tokens in one batch"] = (variant.recipe.batch_size * T,
+                                        f"train.batch_size={variant.recipe.batch_size} at context_length {T}")
+    return found
+
+
+LIMITS = {"tokens in one split": MAX_SPLIT_TOKENS, "tokens in one batch": MAX_BATCH_TOKENS,
+          "attention-target entries in one split": MAX_TARGET_ENTRIES}
+
+
+def limit_line(pairings: Iterable[Pairing]) -> str:
+    """The largest sizes a pairing of ``pairings`` allocates at once, against their limits, in one line."""
+    largest: dict[str, int] = {}
+    for variant in {id(p.variant): p.variant for p in pairings}.values():
+        for what, (size, _) in allocations(variant).items():
+            largest[what] = max(size, largest.get(what, 0))
+    return "limits  " + "; ".join(f"{what} at most {limit:,} (largest here {largest[what]:,})" if what in largest
+                                  else f"{what} at most {limit:,}" for what, limit in LIMITS.items())
+
+
+def _check_allocations(variant: Variant) -> None:
+    for what, (size, why) in allocations(variant).items():
+        _check_held(f"{variant.task_spec.name} x {variant.model_spec.name}: {why}", size, LIMITS[what], what)
 
 
 def scaled_warmup(default: Recipe, steps: int) -> int:
@@ -494,6 +550,7 @@ def expand(
     model_filter = _filter(models, registry.models, "model")
     pairings: dict[str, Pairing] = {}
     checked: set[str] = set()
+    laws: dict[str, bool] = {}  # whether a task at these parameters gives the law of its labels
     for block in suite.blocks:
         task_names, model_names = _block_names(suite, block, registry)
         task_specs = {n: registry.tasks[n] for n in task_names}
@@ -513,21 +570,19 @@ def expand(
                 model_params = model.resolve(model_given[model.name] | set_model)
                 recipe = _block_recipe(suite, block, model, set_train, task.name)
                 _check_held(f"{model.name}: train.steps", recipe.steps, MAX_STEPS, "optimiser steps")
-                _check_held(f"{model.name}: train.batch_size", recipe.batch_size, MAX_SPLIT_TOKENS, "sequences")
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):
                     if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
                         raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "
                                          "it with --task, --model or --seeds, or split it into several suites")
                     task_params = task.resolve(task_given[task.name] | rung_params | set_task)
                     _check_task(task, task_params, checked)
-                    for key in (k for k in task_params if k.endswith("_size")):
-                        length = max(1, int(task_params.get("context_length") or 1))
-                        _check_held(f"{task.name}: {key}={task_params[key]} at context_length {length}",
-                                    task_params[key] * length, MAX_SPLIT_TOKENS, "tokens in one split")
                     if rung is not None:  # the values the pairing trains with (--set may override a rung's)
                         rung = Rung(rung.index, rung.count, {key: task_params[key] for key in rung.axes})
                     evaluations = _evaluations(task, task_params, table, where, checked)
                     variant = Variant(task, model, task_params, model_params, recipe, rung, evaluations, outputs)
+                    _check_allocations(variant)
+                    if recipe.validate_by == "expected":
+                        _check_label_law(task, task_params, laws)
                     for seed in block_seeds:
                         pairing = Pairing(variant, seed)
                         pairings.setdefault(pairing.config_hash, pairing)
@@ -540,6 +595,25 @@ def expand(
     if evaluate:
         _check_axes(evaluate, {p.task_spec.name: p.task_spec for p in grid}.values(), lambda axis: f"--evaluate {axis}")
     return grid
+
+
+def _check_label_law(task: TaskSpec, params: dict[str, Any], checked: dict[str, bool]) -> None:
+    """``train.validate_by = expected`` reads the law of the labels (the task's ``bayes_log_probs``): a task that
+    gives none is a usage error at planning, not a failed record per pairing. Asked once per distinct parameters,
+    of one drawn sequence."""
+    import torch
+
+    key = canonical_json([task.name, params])
+    if key not in checked:
+        try:
+            instance = task.create(params)
+            tokens = instance.generate(1, torch.Generator().manual_seed(0)).tokens
+            checked[key] = instance.bayes_log_probs(tokens) is not None
+        except Exception:  # noqa: BLE001 - not a usage error: the pairing's record will carry it
+            checked[key] = True
+    if not checked[key]:
+        raise ParamError(f"train.validate_by=expected needs the law of the labels, and {task.name} gives no Bayes "
+                         "probabilities (bayes_log_probs); use validate_by=labels")
 
 
 def _check_task(task: TaskSpec, params: dict[str, Any], checked: set[str]) -> None:

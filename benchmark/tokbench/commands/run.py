@@ -21,8 +21,8 @@ from rich.markup import escape
 from tokbench import adaptive
 from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
-from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, parse_evaluations,
-                           parse_settings, parse_shard, shard)
+from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, limit_line,
+                           parse_evaluations, parse_settings, parse_shard, shard)
 from tokbench.plugins import origin
 from tokbench.outputs import LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -129,7 +129,7 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
     lines = map(line, pairings)
     while chunk := "".join(islice(lines, 65536)):  # a grid may have a million lines: write them in large blocks
         sys.stdout.write(chunk)
-    for line in [*_ladder_lines(pairings), *_evaluation_lines(pairings)]:
+    for line in [*_ladder_lines(pairings), *_evaluation_lines(pairings), limit_line(pairings)]:
         print(line)
     inapplicable = sum(p.not_applicable is not None for p in todo)  # recorded as not applicable, without training
     print(f"{len(pairings)} pairings: {len(todo) - inapplicable} to run, {inapplicable} not applicable (recorded "

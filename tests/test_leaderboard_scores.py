@@ -315,3 +315,19 @@ def test_a_wide_score_table_is_cut_into_tables_a_narrow_page_shows_whole():
         widths = [max(len(h), *(len(text(row[i])) for row in part.all_rows())) + 2
                   for i, h in enumerate(part.headers)]
         assert sum(widths) <= PAGE_CHARS, part.headers
+
+
+def test_a_section_without_ladders_says_why_its_tasks_rank_nothing():
+    """From the numbers: the last-token baseline at the Bayes optimum, or a task scored on its training split."""
+    big = {**WALK, "test_size": 100_000}  # enough test sequences for the equivalence test to decide
+    solved = seeds(3, [0.8, 0.8, 0.8], model="last-token", bayes=0.8, task_params=big)  # counting next tokens wins
+    learned = seeds(3, [0.6, 0.62, 0.61], bayes=0.8, task_params=big)
+    open_task = seeds(3, [0.3, 0.31, 0.3], task="deterministic-walk", model="last-token", bayes=1.0)
+    training = seeds(3, [0.9, 0.9, 0.9], task="scc-implicit-bias", eval_split="train")
+    report = build_report(sections(solved + learned + open_task + training)[0])
+    assert report.rankings == [] and len(report.unranked) == 2
+    walk, bias = sorted(report.unranked)
+    assert walk.startswith("random-walk: the last-token baseline matches the Bayes optimum 0.800")
+    assert bias.startswith("scc-implicit-bias (train split): scored on its training split")
+    md = render(sections(solved + learned + open_task + training), "md")
+    assert "Why these tasks rank nothing" in md and "deterministic-walk: the last-token" not in md

@@ -202,6 +202,8 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     blocks: list[Block] = _scored(report, images, level, brief, linked) if scored else []
     if not (linked and scored):
         blocks += _tables(report, level)
+    if report.unranked:
+        blocks += [Heading("Why these tasks rank nothing", level), Bullets(report.unranked)]
     if not linked:
         blocks += [Heading("Findings", level), Bullets(report.findings)]
     if brief:

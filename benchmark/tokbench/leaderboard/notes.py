@@ -27,7 +27,7 @@ from typing import Any
 
 from tokbench import verification
 from tokbench.leaderboard import stats
-from tokbench.leaderboard.aggregate import DIGITS, Cell, Leaderboard, format_value
+from tokbench.leaderboard.aggregate import DIGITS, LAST_TOKEN, Cell, Leaderboard, format_value
 from tokbench.leaderboard.scores import Scores, learned
 from tokbench.leaderboard.stats import ABOVE, BELOW, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
 
@@ -103,6 +103,23 @@ def findings(board: Leaderboard) -> list[str]:
         if few:
             lines.append(f"{name}: no claim about {_names([c.row.label for c in few])} (fewer than {MIN_SEEDS} "
                          "seeds).")
+    return lines
+
+
+def unranked(board: Leaderboard) -> list[str]:
+    """Why a task of the section can rank no model, from its numbers: it is scored on its training split, or the
+    ``last-token`` baseline matches its Bayes optimum (no model can score above that; equivalence test as in
+    :func:`findings`). One line per such column."""
+    lines = []
+    for column in board.columns:
+        last = next((c for c in board.column_cells(column) if c.row.model == LAST_TOKEN), None)
+        if column.on_training_split:
+            lines.append(f"{column_header(column)}: scored on its training split (it measures what training finds), so "
+                         "it has no optimum to rank models against.")
+        elif last is not None and (versus := versus_bayes(last)) is not None and versus.verdict == MATCHES:
+            lines.append(f"{column_header(column)}: the last-token baseline matches the Bayes optimum "
+                         f"{column.bayes.mean:.{DIGITS}f} (equivalent within ±{MARGIN:g}), so no model can score "
+                         "above a count of next tokens.")
     return lines
 
 

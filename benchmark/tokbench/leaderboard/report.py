@@ -57,6 +57,7 @@ class Report:
     summary: str = ""  # the provenance in brief, for the page under the tables
     rankings: list[Ranking] = field(default_factory=list)
     rising: str = ""  # the cells still learning at the cap, named with their accuracies ("" when none)
+    unranked: list[str] = field(default_factory=list)  # a section without ladders: why its tasks rank nothing
 
     @property
     def board(self) -> Leaderboard:
@@ -88,6 +89,8 @@ def build_report(section: Section) -> Report:
     if scores is not None:
         report.rankings = build_rankings(report)
         report.rising = rising_text(still_rising(board))
+    else:
+        report.unranked = notes.unranked(board)
     return report
 
 

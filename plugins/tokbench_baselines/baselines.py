@@ -91,7 +91,7 @@ class BayesOptimal(TokenModel):
 
 
 class ContextGuess(BayesOptimal):
-    """The task's in-context guess (``Task.guess_log_probs``): the Bayes predictor of a reader that knows which
+    """The task's in-context guess (its ``guess_log_probs``): the Bayes predictor of a reader that knows which
     tokens of the context can answer but not which one does. It predicts their argmax (ties to the smallest
     token) and its loss is their cross-entropy, through :class:`BayesOptimal`'s logits.
 
@@ -102,7 +102,7 @@ class ContextGuess(BayesOptimal):
     def __init__(self, params: dict[str, Any], task: Task) -> None:
         super().__init__(params, task)
         if not callable(getattr(task, "guess_log_probs", None)):
-            raise NotApplicable(f"{task.spec.name} declares no in-context guess (Task.guess_log_probs)")
+            raise NotApplicable(f"{task.spec.name} declares no in-context guess (a guess_log_probs method)")
 
     def law(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         log_probs = self.task.guess_log_probs(tokens)

@@ -127,15 +127,22 @@ class MQAR(SourcedTask):
         return value_of.gather(1, tokens)
 
     def guess_log_probs(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(n, T, V): log 1/N on each of the N values of the prefix, -inf elsewhere, at every position.
+        """(n, T, V): at position t, log 1/k on each of the k values written so far, -inf elsewhere (before the
+        first value, uniform over the value range [V/2, V)).
 
         The in-context guess (the ``context-guess`` baseline): a reader that holds the values but binds none to
-        its key. The values are distinct, so it is right with probability exactly 1/N at every query, and its
-        loss is log N."""
-        N = self.params["num_kv_pairs"]
-        guess = torch.full((tokens.shape[0], self.vocab_size), -math.inf)
-        guess.scatter_(1, tokens[:, 1 : 2 * N : 2], -math.log(N))
-        return guess[:, None, :].expand(-1, tokens.shape[1], -1)
+        its key. Every query follows the N pairs and the values are distinct, so it is right with probability
+        exactly 1/N there, and its loss is log N."""
+        V, N = self.vocab_size, self.params["num_kv_pairs"]
+        n, T = tokens.shape
+        # pair j's value sits at 2j + 1; a token that is no value of the prefix gets pair index N (never written)
+        pair = torch.full((n, V), N, dtype=torch.int64)
+        pair.scatter_(1, tokens[:, 1 : 2 * N : 2], torch.arange(N).expand(n, N))
+        written = ((torch.arange(T) + 1) // 2).clamp(max=N)  # (T,): values written up to position t
+        known = pair[:, None, :] < written[None, :, None]  # (n, T, V)
+        known[:, written == 0, V // 2 :] = True
+        share = torch.where(written == 0, V - V // 2, written).double().log().float()  # (T,)
+        return torch.where(known, -share[None, :, None], -math.inf)
 
     def describe(self) -> str:
         p = self.params

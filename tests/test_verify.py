@@ -10,7 +10,7 @@ from leaderboard_synth import record, write
 from run_support import write_suite
 from tokbench import verification
 from tokbench.cli import main
-from tokbench.results import STAMP, load_records, provenance
+from tokbench.results import STAMP, config_hash, load_records, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = {"python": "3.11.7", "torch": "2.13.0", "lightning": "2.6.0", "device": "cpu", "cpu": "x86_64 Some CPU"}
@@ -27,7 +27,59 @@ val_size = 16
 test_size = 32
 [grid.train]
 steps = 3
+budgets = [1, 2]
 """
+
+
+def _schema_3(rec: dict) -> dict:
+    """``rec`` with the fields of schema 3 that the page draws from: a budget curve, a stop and an evaluation."""
+    rec = json.loads(json.dumps(rec))
+    rec["train"].update(max_steps=rec["params"]["train"]["steps"], stopped_because="cap")
+    rec["budget_curve"] = [{"step": 10, "accuracy": 0.3}, {"step": rec["train"]["steps"],
+                                                            "accuracy": rec["metrics"]["accuracy"], "final": True}]
+    rec["evaluations"] = [{"overrides": {"context_length": 16}, "status": "ok", "metrics": {"accuracy": 0.4}}]
+    return rec
+
+
+@pytest.mark.parametrize("edit, name", [
+    (lambda r: r["budget_curve"][0].update(accuracy=0.9), "budget_curve[10].accuracy"),
+    (lambda r: r["evaluations"][0]["metrics"].update(accuracy=0.9), "evaluations[context_length=16].accuracy"),
+    (lambda r: r["train"].update(stopped_because="target"), "train.stopped_because"),
+    (lambda r: r["train"].update(steps=40), "train.steps"),
+])
+def test_verify_compares_every_number_the_page_shows(edit, name):
+    """Before, verify compared `metrics` only: an edited budget curve, evaluation or stop passed as bit-identical."""
+    rec = _schema_3(record(accuracy=0.5))
+    edited = json.loads(json.dumps(rec))
+    edit(edited)
+    assert verification.compare(edited, rec, exact=True).mismatches == [name]
+    judged_elsewhere = verification.compare(edited, rec, exact=False)
+    assert judged_elsewhere.ok == (not name.endswith("accuracy")) and name in judged_elsewhere.differences
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["budget_curve"][-1].update(accuracy=0.99), "budget_curve: its final point"),
+    (lambda r: r["budget_curve"].reverse(), "budget_curve: its steps do not rise"),
+    (lambda r: r["train"].update(steps=100050), "train.steps 100050 is more than train.max_steps 50"),
+    (lambda r: r["train"].update(max_steps=200), "train.max_steps 200 is not the recipe's steps 50"),
+    (lambda r: r["train"].update(steps=10**400), "train.steps"),  # was an OverflowError traceback in the leaderboard
+    (lambda r: r.pop("evaluations"), "evaluations: not one per planned setting"),
+])
+def test_the_leaderboard_refuses_a_record_whose_numbers_contradict_each_other(tmp_path, capsys, edit, message):
+    rec = _schema_3(record(accuracy=0.5))
+    rec["schema_version"] = 3
+    rec["params"]["evaluate"] = [{"context_length": 16}]
+    rec = {**rec, "config_hash": config_hash(rec)}
+    runs = write(tmp_path / "runs", [rec])
+    assert main(["leaderboard", "--records", str(runs)]) == 0
+    path = next(runs.glob("*.json"))
+    edited = json.loads(path.read_text())
+    edit(edited)
+    path.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert main(["leaderboard", "--records", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and str(path) in err, err
 
 
 def test_the_sample_is_a_seeded_draw_independent_of_file_order():
@@ -74,10 +126,21 @@ def test_verify_reproduces_fresh_records_and_catches_an_edited_one(tmp_path, cap
     out = capsys.readouterr().out
     assert out.count("every metric bit-identical") == 2 and "same environment" in out
 
+    # an edit of a budget point that keeps the record consistent: only retraining tells (the must-show of #32)
+    path = sorted(runs.glob("*.json"))[1]
+    published = path.read_text()
+    rec = json.loads(published)
+    rec["budget_curve"][0]["accuracy"] = 1.0 - rec["budget_curve"][0]["accuracy"]
+    path.write_text(json.dumps(rec))
+    assert main(["verify", str(runs)]) == 1
+    assert "budget_curve[1].accuracy" in capsys.readouterr().out
+    path.write_text(published)
+
     path = sorted(runs.glob("*.json"))[0]
     rec = json.loads(path.read_text())
     rec["metrics"]["accuracy"] += 0.25  # consistently: only retraining can tell (an edit of one alone fails to load)
     rec["metrics"]["normalized_accuracy"] = rec["metrics"]["accuracy"] / rec["metrics"]["bayes_accuracy"]
+    rec["budget_curve"][-1]["accuracy"] = rec["metrics"]["accuracy"]
     path.write_text(json.dumps(rec))
     assert main(["verify", str(runs), "--sample", "2"]) == 1
     captured = capsys.readouterr()
@@ -89,7 +152,7 @@ def test_verify_reproduces_fresh_records_and_catches_an_edited_one(tmp_path, cap
     found = json.loads((runs / STAMP).read_text())
     assert (found["checked"], found["reproduced"], found["same_environment"], found["sample"]) == (2, 1, 2, 2)
     assert found["failed"] == [f"random-walk x attn-nope seed {rec['seed']} ({rec['config_hash']}): differs in "
-                               "accuracy, normalized_accuracy"]
+                               f"accuracy, budget_curve[{rec['train']['steps']}].accuracy, normalized_accuracy"]
     loaded = load_records(runs, strict=True)
     assert len(loaded.records) == 2 and not loaded.problems
     assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0

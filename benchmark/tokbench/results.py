@@ -233,6 +233,33 @@ def validate(record: Any) -> None:
         raise ValueError(f"config_hash {record['config_hash']} does not match the record's identity ({expected}): "
                          "edited or corrupt")
     check_derived(record["metrics"])
+    check_consistent(record)
+
+
+def check_consistent(record: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless the numbers of an ok record agree with each other (what the page draws from and no
+    retraining is needed to check): steps taken at most the cap, the cap the recipe's steps, the budget curve rising
+    in steps to one final point at the steps taken with the record's accuracy, one evaluation per planned setting."""
+    if record["status"] != "ok":
+        return
+    train, planned = record["train"], record["params"]["train"]
+    steps, cap = train.get("steps"), train.get("max_steps")
+    if isinstance(steps, int) and isinstance(cap, int) and planned and steps > cap:
+        raise ValueError(f"train.steps {steps} is more than train.max_steps {cap}: edited or corrupt")
+    if cap is not None and "steps" in planned and cap != planned["steps"]:
+        raise ValueError(f"train.max_steps {cap} is not the recipe's steps {planned['steps']}: edited or corrupt")
+    curve = record.get("budget_curve")
+    if curve is not None:
+        points, finals = [point["step"] for point in curve], [bool(point.get("final")) for point in curve]
+        if not curve or points != sorted(set(points)) or finals != [False] * (len(curve) - 1) + [True]:
+            raise ValueError("budget_curve: its steps do not rise to one final point: edited or corrupt")
+        last = curve[-1]
+        if last["step"] != steps or last["accuracy"] != record["metrics"]["accuracy"]:
+            raise ValueError(f"budget_curve: its final point (step {last['step']}, accuracy {last['accuracy']}) is not "
+                             f"the record's (step {steps}, accuracy {record['metrics']['accuracy']}): edited or corrupt")
+    evaluations = record.get("evaluations", [])
+    if [entry["overrides"] for entry in evaluations] != record["params"].get("evaluate", []):
+        raise ValueError("evaluations: not one per planned setting of params.evaluate, in order: edited or corrupt")
 
 
 DERIVED_RELATIVE_TOLERANCE = 1e-9  # a quotient recomputed from the stored operands differs in the last bits at most

@@ -80,10 +80,14 @@ def same_environment(record: Mapping[str, Any], current: Mapping[str, Any]) -> b
     return all(key in recorded and recorded[key] == here.get(key) for key in ENVIRONMENT_KEYS)
 
 
-SCHEMA_3_METRICS = ("chance_accuracy", "oracle_accuracy")  # every record has them since schema 3
+# every record has these since schema 3 (metrics, and the names of :func:`shown` for its new fields)
+SCHEMA_3_NUMBERS = ("chance_accuracy", "oracle_accuracy", "train.stopped_because", "budget_curve[", "evaluations[")
 
 
 def is_accuracy(metric: str) -> bool:
+    """Whether ``metric`` (a flat name of :func:`shown`) is an accuracy, judged within the tolerance across
+    environments."""
+    metric = metric.rpartition(".")[2]
     return metric == "accuracy" or metric.endswith("_accuracy")
 
 
@@ -103,22 +107,40 @@ class Verdict:
         return self.error is None and not self.mismatches
 
 
+def shown(record: Record) -> dict[str, Any]:
+    """Every retrained number of ``record`` that the leaderboard draws from, by a flat name: its metrics, the steps
+    taken and why training stopped, the budget curve (``budget_curve[STEP].accuracy``) and each evaluation setting's
+    status and metrics (``evaluations[context_length=128].accuracy``). Fields a record's schema lacks are absent."""
+    numbers: dict[str, Any] = dict(record["metrics"])
+    for key in ("steps", "stopped_because"):
+        if key in record["train"]:
+            numbers[f"train.{key}"] = record["train"][key]
+    for point in record.get("budget_curve", []):
+        numbers[f"budget_curve[{point['step']}].accuracy"] = point["accuracy"]
+    for entry in record.get("evaluations", []):
+        name = "evaluations[" + ",".join(f"{k}={v}" for k, v in entry["overrides"].items()) + "]"
+        numbers[f"{name}.status"] = entry["status"]
+        numbers.update({f"{name}.{metric}": value for metric, value in entry.get("metrics", {}).items()})
+    return numbers
+
+
 def compare(record: Record, rerun: Record, exact: bool) -> Verdict:
-    """Every metric of ``record`` against ``rerun``: equal, or within the tolerance across environments."""
+    """Every number of ``record`` the page shows (:func:`shown`) against ``rerun``: equal, or, across environments,
+    accuracies within the tolerance (the others are reported)."""
     verdict = Verdict(record, exact)
     if rerun["status"] != "ok":
         verdict.error = f"the rerun failed: {rerun['error']}"
         return verdict
-    published, again = record["metrics"], rerun["metrics"]
+    published, again = shown(record), shown(rerun)
     for metric in sorted(set(published) | set(again)):
         before, after = published.get(metric), again.get(metric)
         if before == after or (metric not in published and record["schema_version"] < 3
-                               and metric in SCHEMA_3_METRICS):  # not computed when the record was written
+                               and metric.startswith(SCHEMA_3_NUMBERS)):  # not computed when the record was written
             continue
         verdict.differences[metric] = (before, after)
         if exact:
             verdict.mismatches.append(metric)
-        elif is_accuracy(metric) and metric != "normalized_accuracy" and (
+        elif is_accuracy(metric) and not metric.endswith("normalized_accuracy") and (
                 before is None or after is None or abs(before - after) > ACCURACY_TOLERANCE):
             verdict.mismatches.append(metric)
     return verdict

@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "verify", help="retrain a sample of run records and check that their metrics reproduce",
         description="Retrain run records from their stored configuration (parameters, recipe, seed, torch thread "
-                    "count) in isolated worker processes, as `tokbench run` does, and compare every metric. In the "
+                    "count) in isolated worker processes, as `tokbench run` does, and compare every number the leaderboard "
+                    "draws from (metrics, steps taken, why training stopped, budget curve, evaluations). In the "
                     f"recorded environment ({', '.join(ENVIRONMENT_KEYS)}) every metric must be bit-identical; in "
                     f"another one, the accuracies must agree within {ACCURACY_TOLERANCE:g}, the other metrics are "
                     "reported only (diagnostics of runs driven by rounding noise differ across machines), and the "

@@ -57,6 +57,7 @@ from tokbench.task import IGNORE, Split, Task
 CURVE_POINTS = 100  # logged points per training curve
 LIGHTNING_STEPS = 10  # Lightning steps (blocks of optimiser steps) per training run
 EVAL_CHUNK = 8192  # samples per evaluation forward pass, to bound memory
+LAW_BUDGET = 2**24  # Bayes probabilities (sequences x scored positions x vocabulary) computed at once
 FRESH_DRAW_STEPS = 10  # steps whose fresh batches are drawn at once, from one seed
 ATTENTION_BUDGET = 2**24  # attention entries per layer and head kept at once when every position is a query
 
@@ -283,7 +284,7 @@ class Convergence(EarlyStopping):
     """
 
     def __init__(self, replica: Replica, val: Split, threshold: float | None,
-                 label_law: torch.Tensor | None = None) -> None:
+                 label_law: LabelLaw | None = None) -> None:
         recipe = replica.recipe
         checks = math.ceil(recipe.patience / recipe.eval_every) if recipe.patience else math.inf
         # EarlyStopping stops when accuracy > stopping_threshold; the float just below makes that ">= threshold"
@@ -339,7 +340,7 @@ def predict(model: TokenModel, tokens: torch.Tensor, need_attention: bool = True
 
 
 @torch.no_grad()
-def evaluate_accuracy(model: TokenModel, split: Split, label_law: torch.Tensor | None = None) -> float:
+def evaluate_accuracy(model: TokenModel, split: Split, label_law: LabelLaw | None = None) -> float:
     """Accuracy on ``split`` (per sequence over its labelled positions, then the mean), without attention; with
     ``label_law`` (:func:`validation_law`), its expectation over the draw of the labels instead."""
     model.eval()
@@ -348,14 +349,14 @@ def evaluate_accuracy(model: TokenModel, split: Split, label_law: torch.Tensor |
         align(model(tokens.to(device)).logits, labels).cpu()), label_law)
 
 
-def oracle_accuracy(task: Task, split: Split, label_law: torch.Tensor | None = None) -> float:
+def oracle_accuracy(task: Task, split: Split, label_law: LabelLaw | None = None) -> float:
     """Accuracy of the task's Bayes predictor on ``split``: the paired optimum on exactly these sequences (with
     ``label_law``, its expectation over the draw of the labels, as :func:`evaluate_accuracy`)."""
     return _accuracy(split, lambda tokens, labels: task.bayes_predict(tokens), label_law)
 
 
 def _accuracy(split: Split, predict: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-              label_law: torch.Tensor | None) -> float:
+              label_law: LabelLaw | None) -> float:
     """The mean over ``split`` of each sequence's accuracy of ``predict(tokens, labels)``, chunk by chunk; with
     ``label_law``, of its expected accuracy under that law."""
     hits = []
@@ -363,20 +364,71 @@ def _accuracy(split: Split, predict: Callable[[torch.Tensor, torch.Tensor], torc
         tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
         predictions = predict(tokens, labels)
         hits.append(prediction_accuracy(predictions, labels) if label_law is None
-                    else expected_accuracy(predictions, label_law[start:start + EVAL_CHUNK], labels))
+                    else label_law.expected(predictions, start))
     return torch.cat(hits).mean().item()
 
 
-def validation_law(task: Task, val: Split, recipe: Recipe) -> torch.Tensor | None:
+def _law_chunks(task: Task, split: Split) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """``(start, tokens, labels)`` in chunks whose Bayes log-probabilities hold at most :data:`LAW_BUDGET` numbers
+    (a task scored at every position returns (n, T, V) of them: 4 GB for 2000 sequences at T = 512, V = 1024)."""
+    per_sequence = task.vocab_size * (split.labels.shape[1] if split.labels.dim() == 2 else 1)
+    size = max(1, min(EVAL_CHUNK, LAW_BUDGET // per_sequence))
+    for start in range(0, len(split), size):
+        yield start, split.tokens[start:start + size], split.labels[start:start + size]
+
+
+@dataclass
+class LabelLaw:
+    """The law of a split's labels where they are scored: what expected accuracy reads.
+
+    ``probs`` is (n, V) for labels (n,); for labels (n, T) it is (n, K, V) at each sequence's K scored positions
+    ``positions`` (n, K), padded where a sequence has fewer (``scored`` False), so that a task scored at a few
+    positions of a long context keeps K, not T, rows of V probabilities per sequence.
+    """
+
+    probs: torch.Tensor
+    positions: torch.Tensor | None = None
+    scored: torch.Tensor | None = None
+
+    def expected(self, predictions: torch.Tensor, start: int) -> torch.Tensor:
+        """(n,) float64 expected accuracy of ``predictions`` for the sequences ``start .. start + n`` of the split."""
+        rows = slice(start, start + len(predictions))
+        if self.positions is None:
+            return expected_accuracy(predictions, self.probs[rows], torch.zeros(len(predictions), dtype=torch.long))
+        picked = predictions.gather(1, self.positions[rows])
+        return expected_accuracy(picked, self.probs[rows], torch.where(self.scored[rows], 0, IGNORE))
+
+
+def validation_law(task: Task, val: Split, recipe: Recipe) -> LabelLaw | None:
     """The law of ``val``'s labels when the recipe validates by expected accuracy (``validate_by = "expected"``),
-    else None: the task's Bayes probabilities, which are the law its labels are drawn from."""
+    else None: the task's Bayes probabilities, which are the law its labels are drawn from, kept at the scored
+    positions only."""
     if recipe.validate_by != "expected":
         return None
-    log_probs = task.bayes_log_probs(val.tokens)
-    if log_probs is None:
-        raise ParamError(f"train.validate_by=expected needs the law of the labels, and {task.spec.name} gives no "
-                         f"Bayes probabilities (bayes_log_probs); use validate_by=labels")
-    return log_probs.double().exp()
+    parts = []
+    for _, tokens, labels in _law_chunks(task, val):
+        log_probs = task.bayes_log_probs(tokens)
+        if log_probs is None:
+            raise ParamError(f"train.validate_by=expected needs the law of the labels, and {task.spec.name} gives no "
+                             f"Bayes probabilities (bayes_log_probs); use validate_by=labels")
+        if labels.dim() == 1:
+            parts.append((log_probs.double().exp(), None, None))
+            continue
+        scored = labels != IGNORE
+        order = torch.sort((~scored).to(torch.int8), dim=1, stable=True).indices  # scored positions first, in order
+        K = int(scored.sum(1).max())
+        positions = order[:, :K]
+        rows = log_probs.gather(1, positions[..., None].expand(-1, -1, log_probs.shape[-1]))
+        parts.append((rows.double().exp(), positions, scored.gather(1, positions)))
+    if parts[0][1] is None:
+        return LabelLaw(torch.cat([p for p, _, _ in parts]))
+    K = max(p.shape[1] for p, _, _ in parts)  # chunks may differ in their largest count: pad to the widest
+
+    def pad(t: torch.Tensor, value: float | bool) -> torch.Tensor:  # dim 1 to K
+        return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, K - t.shape[1]), value=value)
+
+    return LabelLaw(torch.cat([pad(p, 0.0) for p, _, _ in parts]), torch.cat([pad(i, 0) for _, i, _ in parts]),
+                    torch.cat([pad(m, False) for _, _, m in parts]))
 
 
 @dataclass
@@ -471,7 +523,7 @@ def _loss_metrics(task: Task, split: Split, model_loss: torch.Tensor) -> dict[st
     exact = task.bayes_loss()
     if exact is None:
         bayes = torch.cat([_sequence_log_loss(task.bayes_log_probs(tokens).double(), labels)
-                           for tokens, labels in zip(split.tokens.split(EVAL_CHUNK), split.labels.split(EVAL_CHUNK))])
+                           for _, tokens, labels in _law_chunks(task, split)])
         excess = model_loss - bayes
         bayes_loss = bayes.mean().item()
     else:

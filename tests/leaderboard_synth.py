@@ -99,7 +99,10 @@ def v3(recs: list[dict[str, Any]], chance: float, oracle: float | None = None,
         if budget is not None:
             rec["budget_curve"] = [{"step": s, "accuracy": a} for s, a in budget.items()] + [
                 {"step": rec["train"]["steps"], "accuracy": metrics["accuracy"], "final": True}]
-        if evaluations is not None:
+        if evaluations is not None:  # planned in the identity, as a suite's [grid.evaluate] plans them
             rec["evaluations"] = evaluations
+            rec["params"]["evaluate"] = [entry["overrides"] for entry in evaluations]
+            rec["config_hash"] = config_hash(identity(rec["task"], rec["task_version"], rec["model"],
+                                                      rec["model_version"], rec["params"], rec["seed"]))
         validate(rec)
     return recs

@@ -72,3 +72,17 @@ def test_published_readme_stays_short():
                                                                               for name in names)
     if "tokbench" in names:  # the benchmark's scores lead whenever they are published
         assert names[0] == "tokbench"
+
+
+def test_published_readme_opens_on_a_ranking_and_names_every_builtin_task():
+    """At most 2000 characters before the first table, which the budget line heads; every registered built-in task
+    (from the registry, not a typed list) named on the page, so each has a published table."""
+    from tokbench.plugins import origin, registry
+
+    readme = (PUBLISHED / "README.md").read_text(encoding="utf-8")
+    first_table = readme.index("\n| ") + 1
+    assert first_table <= 2000, f"{first_table} characters before the first table"
+    assert "Training budget" in readme[:first_table]
+    builtin = sorted(name for name, spec in registry().tasks.items() if origin(spec) == "builtin")
+    missing = [name for name in builtin if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", readme)]
+    assert not missing, f"leaderboard/README.md names no published table of {missing}"

@@ -9,7 +9,7 @@ from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import format_params
 from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.stats import INTERVAL
-from tokbench.leaderboard.views import Table, column_header, fit, row_header
+from tokbench.leaderboard.views import PAGE_CHARS, Table, column_header, fit, row_header
 
 TITLE = "tokbench leaderboard"
 
@@ -59,14 +59,16 @@ def _citation(citation: str) -> str:
 
 
 def document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | None = None,
-             commands: Sequence[str] = (), brief: bool = False, details: str | None = None) -> list[Block]:
+             commands: Sequence[str] = (), brief: bool = False, details: str | None = None,
+             width: int = PAGE_CHARS) -> list[Block]:
     """Per section: its rankings (score tables first), claims, plots, its other tables, then its provenance,
     protocol and failures; then the method, every task and model description once, and the regenerate commands.
 
     ``images`` maps a section name to its plots. ``brief`` keeps the main tables, the
     findings and the failures (for the terminal). ``details`` names a separate document
     (:func:`details_document`) that holds the findings, plots, per-task tables and
-    descriptions instead, so that the published README stays short.
+    descriptions instead, so that the published README stays short. Tables wider than ``width``
+    characters (an 800 px page by default; a terminal passes its own) are cut (:func:`views.fit`).
     """
     blocks: list[Block] = [Heading(TITLE, 1), Paragraph(_header(reports))]
     for report in reports:
@@ -74,7 +76,7 @@ def document(reports: Sequence[Report], images: Mapping[str, Sequence[Image]] | 
         if report.name:
             blocks.append(Heading(report.name, 2))
             level = 3
-        blocks += _board(report, (images or {}).get(report.name, ()), brief, level, details)
+        blocks += _board(report, (images or {}).get(report.name, ()), brief, level, details, width)
     if not brief:
         blocks.append(Folded("Method: intervals, coverage and the rules behind every claim", [Bullets(notes.method())]))
         blocks += ([Heading("Tasks and models", 2), Paragraph(f"What each task and model is, with its citation: see "
@@ -121,7 +123,7 @@ def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Im
             level = 3
         blocks += [Heading("Provenance", level), Paragraph(report.provenance)]
         if report.rankings:
-            blocks += _secondary(report, level) + _tables(report, level)
+            blocks += _secondary(report, level, PAGE_CHARS) + _tables(report, level, PAGE_CHARS)
         blocks += [Heading("Findings", level), Bullets(report.findings)]
         if plots := [i for i in (images or {}).get(report.name, ()) if not i.leads]:
             blocks += [Heading("Plots", level), *plots]
@@ -129,7 +131,7 @@ def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Im
     return blocks + _descriptions_of(reports)
 
 
-def _tables(report: Report, level: int) -> list[Block]:
+def _tables(report: Report, level: int, width: int) -> list[Block]:
     """The accuracy table and the table of tasks scored on their training split."""
     blocks: list[Block] = []
     if (accuracy := report.tables.accuracy) is not None:
@@ -137,13 +139,13 @@ def _tables(report: Report, level: int) -> list[Block]:
                    Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
                              "learned model of each column and those shown equivalent to it; oracles are marked "
                              "and never bold. Task parameters:"),
-                   *fit(accuracy)]
+                   *fit(accuracy, width)]
     if (training := report.tables.training) is not None:
         blocks += [Heading("Scored on the training split", level),
                    Paragraph("These tasks measure what training finds on the sample it trains on (fitting the "
                              "sample can exceed the distribution's optimum), so they have their own metrics and "
                              "no Bayes optimum. Task parameters:"),
-                   *fit(training)]
+                   *fit(training, width)]
     return blocks
 
 
@@ -158,40 +160,42 @@ def _details(report: Report, level: int) -> list[Block]:
     return blocks
 
 
-def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, linked: bool) -> list[Block]:
+def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, linked: bool, width: int
+            ) -> list[Block]:
     """A section with ladders leads with its rankings: each its score table (the budget in its caption, as many
     tables as a narrow page needs) and claims; then the cells still learning at the cap, the leading plots, the
     scores by budget and by evaluation length (in the details file when ``linked``); its method follows, folded."""
     blocks: list[Block] = []
     for ranking in report.tables.rankings:
         blocks += [Heading(ranking.title, level), *([Paragraph(ranking.about)] if ranking.about else []),
-                   *ranking.shown, *([Bullets(ranking.claims)] if ranking.claims else [])]
+                   *fit(ranking.scores, width), *([Bullets(ranking.claims)] if ranking.claims else [])]
     blocks += [*([Paragraph(report.rising)] if report.rising else []), *(i for i in images if i.leads)]
     if not linked:
-        blocks += _secondary(report, level)
+        blocks += _secondary(report, level, width)
     if not brief:
         blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
     return blocks
 
 
-def _secondary(report: Report, level: int) -> list[Block]:
+def _secondary(report: Report, level: int, width: int) -> list[Block]:
     """Per ranking, the scores by training budget and the length-generalisation tables."""
     blocks: list[Block] = []
     several = len(report.tables.rankings) > 1
     for ranking in report.tables.rankings:
         of = f": {ranking.title.lower()}" if several else ""
         if ranking.budget is not None:
-            blocks += [Heading(f"Scores by training budget{of}", level), *fit(ranking.budget)]
+            blocks += [Heading(f"Scores by training budget{of}", level), *fit(ranking.budget, width)]
         if ranking.lengths:
             blocks += [Heading(f"Length generalisation{of}", level),
                        Paragraph("Each model trained at the ladder's context length, evaluated unchanged on test "
                                  "sequences drawn at longer ones, scored on the same scale with that setting's own "
                                  "chance and oracle."),
-                       *(part for table in ranking.lengths for part in fit(table))]
+                       *(part for table in ranking.lengths for part in fit(table, width))]
     return blocks
 
 
-def _board(report: Report, images: Sequence[Image], brief: bool, level: int, details: str | None) -> list[Block]:
+def _board(report: Report, images: Sequence[Image], brief: bool, level: int, details: str | None, width: int
+           ) -> list[Block]:
     """A section: its rankings or accuracy tables first, then its provenance (in brief where a ``details`` file
     holds it in full), protocol and compute. With a ``details`` file (the published README), the findings, the
     plots and the per-task tables go there, and so do a scored section's per-rung tables: the README keeps what
@@ -199,9 +203,9 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     failures = [Heading("Failed runs", level), report.tables.failures] if report.tables.failures else []
     scored = bool(report.rankings)
     linked = details is not None and not brief
-    blocks: list[Block] = _scored(report, images, level, brief, linked) if scored else []
+    blocks: list[Block] = _scored(report, images, level, brief, linked, width) if scored else []
     if not (linked and scored):
-        blocks += _tables(report, level)
+        blocks += _tables(report, level, width)
     if report.unranked:
         blocks += [Heading("Why these tasks rank nothing", level), Bullets(report.unranked)]
     if not linked:

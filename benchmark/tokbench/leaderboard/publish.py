@@ -55,10 +55,12 @@ def show(sections: Sequence[Section], console: Any = None) -> None:
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
     from tokbench.leaderboard.report import build_reports
+    from tokbench.leaderboard.views import PAGE_CHARS
 
     from tokbench.commands import output_console
 
-    to_terminal(document(build_reports(sections), brief=True), console or output_console())
+    console = console or output_console()
+    to_terminal(document(build_reports(sections), brief=True, width=max(PAGE_CHARS, console.width)), console)
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
@@ -146,6 +148,7 @@ def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list
     """
     from tokbench import manifest
     from tokbench.leaderboard.plots import PLOTS_DIR, write_plots
+    from tokbench.results import STAMP
     from tokbench.storage import atomic_write
 
     from tokbench.leaderboard.report import build_reports
@@ -166,8 +169,10 @@ def publish(sections: Sequence[Section], out: Path, prune: bool = False) -> list
             (out / name).unlink()
             entries.pop(name, None)
     out_root = out.resolve()
+    # the verification stamps in the folder too: the page states them, so an edit of one must show
+    stamps = [folder / STAMP for section in sections for folder in section.sources if (folder / STAMP).is_file()]
     entries.update({path.resolve().relative_to(out_root).as_posix(): manifest.digest(path)
-                    for path in [*written, *records] if path.resolve().is_relative_to(out_root)})
+                    for path in [*written, *records, *stamps] if path.resolve().is_relative_to(out_root)})
     manifest.write(out, entries)
     return written
 

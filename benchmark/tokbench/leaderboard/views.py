@@ -382,7 +382,7 @@ def fit(table: Table, width: int = PAGE_CHARS) -> list[Table]:
 
 @dataclass(frozen=True)
 class RankingTables:
-    """One ranking's tables: its score table whole (LaTeX) and fitted to a narrow page, its claims, its scores by
+    """One ranking's tables: its score table (whole: a page cuts it with :func:`fit`), its claims, its scores by
     budget and its length-generalisation tables."""
 
     title: str
@@ -391,10 +391,6 @@ class RankingTables:
     claims: list[str]
     budget: Table | None
     lengths: list[Table]
-
-    @property
-    def shown(self) -> list[Table]:
-        return fit(self.scores)
 
 
 @dataclass(frozen=True)

@@ -126,9 +126,11 @@ def build_rankings(report: Report) -> list[Ranking]:
 def _about(title: str, scores: Scores) -> str:
     families = sorted({scores.family[row.key] for row in scores.ranked})
     if title == SINGLE_LAYERS:
-        return (f"The single attention layers of the theory papers (model family {SINGLE_LAYER_FAMILY}: positional "
-                "encodings, initialisations, the papers' own layers), ranked apart from the architectures.")
-    return f"Architectures ({', '.join(families)}): one Overall."
+        return (f"The theory papers' single attention layers (model family {SINGLE_LAYER_FAMILY}: positional "
+                "encodings, initialisations, the papers' own layers), ranked apart from the architectures on the "
+                "families they ran.")
+    return (f"Model families {', '.join(families)}; the theory papers' single attention layers are ranked apart, "
+            "below.")
 
 
 def stamps(section: Section) -> list[dict]:

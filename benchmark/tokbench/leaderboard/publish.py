@@ -100,8 +100,10 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
 
 
 def _task_flags(section: Section) -> str:
-    """`` --task A B``: the tasks the section's records hold, which may be a part of the suite's."""
-    return " --task " + " ".join(sorted({record["task"] for record in section.records}))
+    """`` --task A B --model C D``: the tasks and models the section's records hold, which may be a part of the
+    suite's (the records cannot say which plugins the suite would add here)."""
+    return "".join(f" --{kind} " + " ".join(sorted({record[kind] for record in section.records}))
+                   for kind in ("task", "model"))
 
 
 def _adaptive_flags(section: Section) -> str:

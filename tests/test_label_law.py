@@ -34,3 +34,13 @@ def test_a_task_scored_at_a_few_positions_keeps_only_those_rows():
     wrong = torch.where(val.labels >= 0, (predictions + 1) % 256, predictions)
     assert law.expected(wrong, 0).sum().item() == 0.0
     assert harness.oracle_accuracy(task, val, law) == 1.0
+
+
+def test_evaluation_passes_bound_the_logits_of_long_contexts_and_large_vocabularies():
+    task = registry().task("mqar").create({"vocab_size": 8192, "context_length": 512, "num_kv_pairs": 64,
+                                           "num_queries": 64, "val_size": 8, "train_size": 8, "test_size": 8})
+    spec = registry().model("transformer-2l")
+    model = spec.build(spec.resolve({"d": 8, "heads": 1}), task)
+    assert harness._logit_chunk(model, 512) * 512 * 8192 <= harness.LOGIT_BUDGET  # 64 sequences a pass, not 8192
+    small = registry().task("mqar").create({"vocab_size": 256, "context_length": 64})
+    assert harness._logit_chunk(spec.build(spec.resolve({}), small), 64) == harness.EVAL_CHUNK

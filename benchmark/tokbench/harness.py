@@ -58,6 +58,7 @@ CURVE_POINTS = 100  # logged points per training curve
 LIGHTNING_STEPS = 10  # Lightning steps (blocks of optimiser steps) per training run
 EVAL_CHUNK = 8192  # samples per evaluation forward pass, to bound memory
 LAW_BUDGET = 2**24  # Bayes probabilities (sequences x scored positions x vocabulary) computed at once
+LOGIT_BUDGET = 2**28  # logits (sequences x positions x vocabulary) of one evaluation pass: 1 GiB of float32
 FRESH_DRAW_STEPS = 10  # steps whose fresh batches are drawn at once, from one seed
 ATTENTION_BUDGET = 2**24  # attention entries per layer and head kept at once when every position is a query
 
@@ -319,12 +320,19 @@ def _device(model: TokenModel) -> torch.device:
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
+def _logit_chunk(model: TokenModel, T: int) -> int:
+    """Sequences per forward pass whose logits, (n, T, V) for a model that predicts at every position, hold at most
+    :data:`LOGIT_BUDGET` numbers (8192 sequences of T = 512 at V = 8192 would be 128 GB of them)."""
+    return max(1, min(EVAL_CHUNK, LOGIT_BUDGET // (T * model.vocab_size)))
+
+
 def _chunks(model: TokenModel, split: Split) -> int:
-    """Samples per evaluation pass: fewer when every position's attention is kept."""
+    """Samples per evaluation pass: fewer when every position's attention is kept, or the logits are large."""
     T = split.tokens.shape[1]
+    size = _logit_chunk(model, T)
     if split.labels.dim() == 1:
-        return EVAL_CHUNK
-    return max(1, min(EVAL_CHUNK, ATTENTION_BUDGET // (T * T)))
+        return size
+    return max(1, min(size, ATTENTION_BUDGET // (T * T)))
 
 
 @torch.no_grad()
@@ -332,7 +340,8 @@ def predict(model: TokenModel, tokens: torch.Tensor, need_attention: bool = True
     """Forward ``tokens`` in chunks on the model's device; results come back on the CPU."""
     model.eval()
     device = _device(model)
-    parts = [model(chunk.to(device), need_attention=need_attention) for chunk in tokens.split(EVAL_CHUNK)]
+    parts = [model(chunk.to(device), need_attention=need_attention)
+             for chunk in tokens.split(_logit_chunk(model, tokens.shape[1]))]
     merged = []
     for field_parts in zip(*parts):
         merged.append(None if field_parts[0] is None else torch.cat([p.cpu() for p in field_parts]))
@@ -346,7 +355,7 @@ def evaluate_accuracy(model: TokenModel, split: Split, label_law: LabelLaw | Non
     model.eval()
     device = _device(model)
     return _accuracy(split, lambda tokens, labels: argmax_predictions(
-        align(model(tokens.to(device)).logits, labels).cpu()), label_law)
+        align(model(tokens.to(device)).logits, labels).cpu()), label_law, _logit_chunk(model, split.tokens.shape[1]))
 
 
 def oracle_accuracy(task: Task, split: Split, label_law: LabelLaw | None = None) -> float:
@@ -356,12 +365,12 @@ def oracle_accuracy(task: Task, split: Split, label_law: LabelLaw | None = None)
 
 
 def _accuracy(split: Split, predict: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-              label_law: LabelLaw | None) -> float:
-    """The mean over ``split`` of each sequence's accuracy of ``predict(tokens, labels)``, chunk by chunk; with
-    ``label_law``, of its expected accuracy under that law."""
+              label_law: LabelLaw | None, size: int = EVAL_CHUNK) -> float:
+    """The mean over ``split`` of each sequence's accuracy of ``predict(tokens, labels)``, ``size`` sequences at a
+    time; with ``label_law``, of its expected accuracy under that law."""
     hits = []
-    for start in range(0, len(split), EVAL_CHUNK):
-        tokens, labels = split.tokens[start:start + EVAL_CHUNK], split.labels[start:start + EVAL_CHUNK]
+    for start in range(0, len(split), size):
+        tokens, labels = split.tokens[start:start + size], split.labels[start:start + size]
         predictions = predict(tokens, labels)
         hits.append(prediction_accuracy(predictions, labels) if label_law is None
                     else label_law.expected(predictions, start))

@@ -114,7 +114,7 @@ MLP = ModelSpec(
         "A fully connected ReLU net on the flattened one-hot sequence (T*V inputs), the FCN of the sparse "
         "token selection results. It predicts at every position by zeroing the inputs after it and adding a "
         "one-hot of the position; at the last position it is exactly the FCN on the whole sequence. No "
-        "attention; not applicable where its first layer would exceed 2^24 weights. "
+        "attention; not applicable where its first layer would exceed 2^24 weights or the context 128 tokens. "
         "Recipe: AdamW, weight decay 0.01, constant lr 1e-3, 1000 steps, batch 64."
     ),
     citation=("Sanford, Hsu & Telgarsky, Representational Strengths and Limitations of Transformers, NeurIPS 2023, "

@@ -300,7 +300,7 @@ def test_one_group_is_one_ranking_titled_scores():
 
 
 def test_a_wide_score_table_is_cut_into_tables_a_narrow_page_shows_whole():
-    from tokbench.leaderboard.views import PAGE_CHARS, fit, measure_text, score_table
+    from tokbench.leaderboard.views import BOLD, PAGE_CHARS, fit, measure_text, score_table
 
     recs = [rec for family in ("causal-graph", "icl-markov", "lag-walk", "mqar", "selective-copy", "sparse-selection")
             for rec in ladder(family, "transformer-with-a-long-name", [0.9, 0.8, 0.7])
@@ -312,7 +312,7 @@ def test_a_wide_score_table_is_cut_into_tables_a_narrow_page_shows_whole():
     assert parts[0].caption == "budget" and not parts[-1].caption and parts[-1].notes == table.notes
     for part in parts:
         text = lambda v: measure_text(v) if not isinstance(v, str) else v  # noqa: E731
-        widths = [max(len(h), *(len(text(row[i])) for row in part.all_rows())) + 2
+        widths = [max(math.ceil(BOLD * len(h)), *(len(text(row[i])) for row in part.all_rows())) + 2
                   for i, h in enumerate(part.headers)]
         assert sum(widths) <= PAGE_CHARS, part.headers
 

@@ -6,6 +6,7 @@ renderer escapes it), a :class:`Measure` (a statistic across seeds) or a
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Union
@@ -343,8 +344,10 @@ def _failure_order(item: tuple[Cell, dict]) -> tuple[str, str, int]:
 
 
 # Characters of text one table row may take to fit an 800 px window without scrolling inside its box: about
-# 768 px of text at 16 px (about 8.7 px a character), each cell's padding and border counted as two characters.
+# 768 px of text at 16 px (about 8.7 px a character), each cell's padding and border counted as two characters;
+# a header is bold, about a tenth wider.
 PAGE_CHARS = 88
+BOLD = 1.1
 
 
 def _text(value: Value) -> str:
@@ -358,7 +361,8 @@ def fit(table: Table, width: int = PAGE_CHARS) -> list[Table]:
     model): every column is then in view on a narrow screen. The caption goes with the first, the notes with the
     last."""
     rows = table.all_rows()
-    widths = [max(len(header), *(len(_text(row[i])) for row in rows)) + 2 for i, header in enumerate(table.headers)]
+    widths = [max(math.ceil(BOLD * len(header)), *(len(_text(row[i])) for row in rows)) + 2
+              for i, header in enumerate(table.headers)]
     groups: list[list[int]] = [[]]
     used = widths[0]
     for i in range(1, len(widths)):

@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from leaderboard_synth import seeds, write
+from leaderboard_synth import record, seeds, write
 from tokbench.cli import main
 
 
@@ -74,3 +74,16 @@ def test_verify_integrity_of_the_published_folder_itself_checks_its_records(caps
     capsys.readouterr()
     assert main(["verify", str(out), "--integrity"]) == 0
     assert "3 records valid" in capsys.readouterr().out
+
+
+def test_one_pairing_ok_in_two_folders_with_different_metrics_is_an_error_naming_both(tmp_path, capsys):
+    """Before, the later `started_at` won silently: a forged 0.99 dated 2099 replaced the genuine 0.51."""
+    genuine = write(tmp_path / "a", [record(accuracy=0.51)])
+    forged = record(accuracy=0.99)
+    forged["provenance"]["started_at"] = "2099-01-01T00:00:00Z"
+    forged = write(tmp_path / "b", [forged])
+    assert main(["leaderboard", "--records", str(genuine), "--records", str(forged)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(next(genuine.glob("*.json"))) in err and str(next(forged.glob("*.json"))) in err
+    copy = write(tmp_path / "c", [record(accuracy=0.51)])  # the same record in two shards merges as before
+    assert main(["leaderboard", "--records", str(genuine), "--records", str(copy)]) == 0

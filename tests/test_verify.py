@@ -189,7 +189,7 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, capsys, args, message):
 def test_published_records_verify(section, monkeypatch, capsys):
     """The CI check of the published numbers: a fixed sample of 5 records of each section retrains and agrees."""
     monkeypatch.chdir(ROOT)
-    assert main(["verify", f"leaderboard/records/{section}", "--sample", "5"]) == 0, capsys.readouterr()
+    assert main(["verify", f"leaderboard/records/{section}", "--sample", "5", "--seed", "0"]) == 0, capsys.readouterr()
     assert provenance(None)["cpu"]
 
 
@@ -199,3 +199,96 @@ def test_a_stamp_in_words_says_where_and_what_reproduced():
     assert verification.stamp_sentence(found) == (
         "`tokbench verify --sample 5` at commit 0123456789ab (2026-12-01) retrained 5 of its 378 records (5 in "
         "another environment, where accuracies must agree within 0.02): all 5 reproduced.")
+
+
+def _stamped(tmp_path, count: int = 2) -> Path:
+    """A records folder with ``count`` records and the stamp a verification of all of them leaves."""
+    runs = write(tmp_path / "runs", [record(seed=s, accuracy=0.5) for s in range(count)])
+    verdicts = [verification.Verdict(rec, exact=True) for rec in load_records(runs).records.values()]
+    found = verification.stamp(verdicts, count, None, 0, {**HERE, "git_commit": "0" * 40},
+                               verification.records_digest(runs))
+    (runs / STAMP).write_text(json.dumps(found))
+    return runs
+
+
+@pytest.mark.parametrize("forged, why", [
+    ({"checked": 8, "reproduced": 9999}, "9999 reproduced of 8 checked"),
+    ({"records": 2, "checked": 5000, "reproduced": 5000}, "5000 reproduced of 5000 checked of 2 records"),
+    ({"checked_at": "2099-01-01T00:00:00Z"}, "is in the future"),
+    ({"reproduced": 1}, "0 lines of failures for 1 records that did not reproduce"),
+])
+def test_an_impossible_stamp_is_refused_in_one_line(tmp_path, capsys, forged, why):
+    """Before, a forged stamp ("9999 of 5000 reproduced", dated 2099) was printed on the page as it was."""
+    runs = _stamped(tmp_path)
+    found = json.loads((runs / STAMP).read_text())
+    (runs / STAMP).write_text(json.dumps({**found, **forged}))
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(runs / STAMP) in err and why in err, err
+
+
+def test_the_page_says_when_the_records_changed_since_the_stamp(tmp_path, capsys):
+    runs = _stamped(tmp_path)
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
+    assert "retrained 2 of its 2 records" in (page := capsys.readouterr().out) and "changed since" not in page
+    write(runs, [record(seed=7, accuracy=0.5)])  # before, the page then said "3 run records" and "2 of its 2"
+    assert main(["leaderboard", "--records", str(runs), "--format", "md"]) == 0
+    assert "The records changed since that check (2 records then, 3 now)." in capsys.readouterr().out
+    path = next(runs.glob("*__*.json"))
+    path.write_text(path.read_text() + " ")  # the same count, a file edited
+    found = verification.read_stamp(runs)
+    assert found["changed"] == "2 records then, 3 now"
+    (runs / sorted(runs.glob("*__*.json"))[-1].name).unlink()
+    assert verification.read_stamp(runs)["changed"] == "2 records, not all as checked"
+
+
+def test_a_published_stamp_is_in_the_manifest(tmp_path, capsys):
+    """Before, SHA256SUMS left the stamp out, so an edited one passed `verify --integrity` and `sha256sum -c`."""
+    runs = _stamped(tmp_path)
+    board = tmp_path / "board"
+    assert main(["leaderboard", "--records", str(runs), "--format", "all", "--out", str(board)]) == 0
+    (board / "records" / STAMP).write_text((runs / STAMP).read_text())
+    assert main(["leaderboard", "--records", str(board / "records"), "--format", "all", "--out", str(board)]) == 0
+    assert f"  records/{STAMP}\n" in (board / "SHA256SUMS").read_text()
+    capsys.readouterr()
+    assert main(["verify", str(board), "--integrity"]) == 0
+    found = json.loads((board / "records" / STAMP).read_text())
+    (board / "records" / STAMP).write_text(json.dumps({**found, "commit": "deadbeef"}))
+    assert main(["verify", str(board), "--integrity"]) == 1
+    assert f"{STAMP}: changed since it was published" in capsys.readouterr().out
+
+
+def test_the_sample_is_new_each_time_unless_a_seed_is_given(tmp_path, monkeypatch):
+    """Before, --seed defaulted to 0: `verify --sample 5` drew the same 5 records every time."""
+    runs = write(tmp_path / "runs", [record(seed=s, accuracy=0.5) for s in range(20)])
+    drawn = []
+    monkeypatch.setattr("tokbench.commands.verify._retrain",
+                        lambda args, chosen, total: drawn.append(sorted(r["seed"] for r in chosen)) or 0)
+    for _ in range(3):
+        assert main(["verify", str(runs), "--sample", "3"]) == 0
+    assert len({tuple(d) for d in drawn}) > 1  # 1140 possible draws: three equal ones have odds of 1 in 1.3 million
+    drawn.clear()
+    for _ in range(2):
+        assert main(["verify", str(runs), "--sample", "3", "--seed", "5"]) == 0
+    assert drawn[0] == drawn[1]
+
+
+def test_a_record_made_on_another_device_is_compared_within_the_device_tolerance(capsys):
+    """Issue 31, item 4: a record made on a GPU and checked on a CPU is judged within DEVICE_TOLERANCE and says so."""
+    from tokbench.commands.verify import _line
+
+    made = record(accuracy=0.5)
+    made["provenance"]["device"] = "cuda (NVIDIA H200)"
+    checked = json.loads(json.dumps(made))
+    checked["provenance"]["device"] = "cpu"
+    checked["metrics"]["accuracy"] = checked["metrics"]["test_accuracy"] = 0.5 + verification.DEVICE_TOLERANCE - 0.01
+    verdict = verification.compare(made, checked, exact=False)
+    assert verdict.ok and verdict.devices == ("cuda", "cpu") and verdict.tolerance == verification.DEVICE_TOLERANCE
+    line = _line(verdict, verification.environment_differences(made, {**HERE, "device": "cpu"}))
+    assert line.startswith("ok  ") and f"made on cuda, checked on cpu: within {verification.DEVICE_TOLERANCE:g}" in line
+    checked["metrics"]["accuracy"] = 0.5 + verification.DEVICE_TOLERANCE + 0.01
+    assert verification.compare(made, checked, exact=False).mismatches == ["accuracy"]
+    same_kind = json.loads(json.dumps(checked))
+    same_kind["provenance"]["device"] = "cuda (NVIDIA A100)"  # another GPU: the tolerance across machines
+    same_kind["metrics"].update(accuracy=0.5 + verification.ACCURACY_TOLERANCE + 0.01, test_accuracy=0.5)
+    assert verification.compare(made, same_kind, exact=False).mismatches == ["accuracy"]

@@ -13,6 +13,7 @@ invalid, edited or duplicated record file included), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -21,7 +22,8 @@ from typing import Any
 
 from tokbench.commands import positive_int
 from tokbench.errors import UsageError
-from tokbench.verification import ACCURACY_TOLERANCE, ENVIRONMENT_KEYS, Verdict, is_accuracy
+from tokbench.verification import (ACCURACY_TOLERANCE, DEVICE_TOLERANCE, ENVIRONMENT_KEYS, Verdict,
+                                   is_accuracy)
 
 EXIT_INTERRUPTED = 130
 
@@ -35,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "count) in isolated worker processes, as `tokbench run` does, and compare every number the leaderboard "
                     "draws from (metrics, steps taken, why training stopped, budget curve, evaluations). In the "
                     f"recorded environment ({', '.join(ENVIRONMENT_KEYS)}) every metric must be bit-identical; in "
-                    f"another one, the accuracies must agree within {ACCURACY_TOLERANCE:g}, the other metrics are "
+                    f"another one, the accuracies must agree within {ACCURACY_TOLERANCE:g} ({DEVICE_TOLERANCE:g} for "
+                    "a record made on another kind of device, e.g. cuda against cpu), the other metrics are "
                     "reported only (diagnostics of runs driven by rounding noise differ across machines), and the "
                     "line names the environment keys that differ. Every record read is validated first: derived "
                     "metrics (normalized_accuracy) must equal their recomputation, and one pairing in two files "
@@ -46,16 +49,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("records", type=Path, metavar="RECORDS", help="folder of run records, searched recursively")
     parser.add_argument("--sample", type=positive_int, metavar="N",
                         help="verify N records drawn at random (default: every ok record)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
-                        help="seed of the sample's draw (default 0), so the same records are verified every time")
+    parser.add_argument("--seed", type=int, metavar="S",
+                        help="seed of the sample's draw, to verify the same records again (default: a new draw each "
+                             "time; the seed drawn is printed and stamped)")
     parser.add_argument("--integrity", action="store_true",
                         help="train nothing: check every record and the published folder's manifest (SHA256SUMS, "
                              "written by `tokbench leaderboard --format all`): no file edited, added or removed "
                              "since publishing")
     parser.add_argument("--stamp", action="store_true",
                         help="when every sampled record was checked, write what was found (commit, environment, "
-                             "how many reproduced, which did not) to RECORDS/VERIFICATION.json, which `tokbench "
-                             "leaderboard` states in the section of those records")
+                             "the records checked, how many reproduced, which did not, a digest of the folder's "
+                             "records) to RECORDS/VERIFICATION.json, which `tokbench leaderboard` states in the "
+                             "section of those records, saying whether the records changed since")
     parser.add_argument("--jobs", "-j", type=positive_int, metavar="N",
                         help="worker processes (default: the usable cores divided by each record's threads)")
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
@@ -77,6 +82,8 @@ def _verify(args: argparse.Namespace) -> int:
         raise UsageError(f"{problems[0]}{more}; fix or remove the file")
     if args.integrity:
         return _integrity(args.records, len(loaded.records))
+    if args.seed is None:  # a new sample each time, so that repeated checks cover more than one fixed subset
+        args.seed = secrets.randbelow(2**32)
     chosen = verification.sample(list(loaded.records.values()), args.sample, args.seed)
     if not chosen:
         raise UsageError(f"no ok run records in {args.records}")
@@ -105,7 +112,8 @@ def _retrain(args: argparse.Namespace, chosen: list[dict[str, Any]], total: int)
 
     registry = loaded_registry()
     here = provenance(None)
-    print(f"verifying {len(chosen)} of {total} records in {args.records} "
+    drawn = f", drawn with --seed {args.seed}" if len(chosen) < total else ""
+    print(f"verifying {len(chosen)} of {total} records in {args.records}{drawn} "
           f"(here: {', '.join(f'{k} {here[k]}' for k in ENVIRONMENT_KEYS if k in here)})", flush=True)
     verdicts: list[Verdict] = []
     pending: dict[int, list[tuple[Any, dict[str, Any], str | None]]] = {}  # threads -> (pairing, record, note)
@@ -147,8 +155,10 @@ def _write_stamp(args: argparse.Namespace, verdicts: list[Verdict], total: int, 
     from tokbench.results import STAMP, git_commit
     from tokbench.storage import atomic_write
 
-    found = verification.stamp(verdicts, total, args.sample, args.seed, {**here, "git_commit": git_commit()})
-    path = atomic_write(args.records / STAMP, json.dumps(found, indent=2) + "\n")
+    folder = verification.records_in(args.records)
+    found = verification.stamp(verdicts, total, args.sample, args.seed, {**here, "git_commit": git_commit()},
+                               verification.records_digest(folder))
+    path = atomic_write(folder / STAMP, json.dumps(found, indent=2) + "\n")
     print(f"wrote {path}: {found['reproduced']} of {found['checked']} reproduced", flush=True)
 
 
@@ -206,6 +216,9 @@ def _line(verdict: Verdict, differences: list[str]) -> str:
     if verdict.error:
         return f"FAIL  {name}: {verdict.error}"
     mode = "same environment" if verdict.exact else f"another environment ({'; '.join(differences)})"
+    if verdict.devices:
+        mode = (f"made on {verdict.devices[0]}, checked on {verdict.devices[1]}: within {verdict.tolerance:g} "
+                f"({'; '.join(differences)})")
     changed = "; ".join(f"{m} {a} -> {b}" + ("" if m in verdict.mismatches else
                                                " (within tolerance)" if is_accuracy(m) else " (not compared)")
                         for m, (a, b) in verdict.differences.items())

@@ -19,9 +19,11 @@ def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
     A file that is not a valid record stops the leaderboard with its path and reason:
     published numbers must not silently lose a run. The same pairing found in two
     folders keeps one record, by :func:`tokbench.results.preference` (a finished record
-    over a failed one, then the later one).
+    over a failed one, then the later one); two ok records of it whose metrics differ are
+    an error naming both files (one of them was edited or forged: no date decides which).
     """
     merged: dict[str, dict[str, Any]] = {}
+    files: dict[str, Path] = {}
     for folder in folders:
         if not folder.is_dir():
             raise UsageError(f"--records {folder}: " + ("not a folder; --records names a folder of run records"
@@ -33,8 +35,13 @@ def load(folders: Sequence[Path]) -> list[dict[str, Any]]:
             raise UsageError(f"{problems[0]}{more}; fix or remove the file")
         for key, record in loaded.records.items():
             other = merged.get(key)
+            if (other is not None and record["status"] == other["status"] == "ok"
+                    and record["metrics"] != other["metrics"]):
+                raise UsageError(f"{files[key]} and {loaded.paths[key]} hold the same pairing with different metrics "
+                                 f"(accuracy {other['metrics'].get('accuracy')} and "
+                                 f"{record['metrics'].get('accuracy')}); remove the one that is not genuine")
             if other is None or preference(record) > preference(other):
-                merged[key] = record
+                merged[key], files[key] = record, loaded.paths[key]
     return [merged[key] for key in sorted(merged)]
 
 

@@ -55,10 +55,12 @@ def show(sections: Sequence[Section], console: Any = None) -> None:
     from tokbench.leaderboard.document import document
     from tokbench.leaderboard.render import to_terminal
     from tokbench.leaderboard.report import build_reports
+    from tokbench.leaderboard.views import PAGE_CHARS
 
     from tokbench.commands import output_console
 
-    to_terminal(document(build_reports(sections), brief=True), console or output_console())
+    console = console or output_console()
+    to_terminal(document(build_reports(sections), brief=True, width=max(PAGE_CHARS, console.width)), console)
 
 
 def write_format(sections: Sequence[Section], fmt: str, out: Path) -> Path:
@@ -98,8 +100,10 @@ def regenerate_commands(sections: Sequence[Section], out: Path) -> list[str]:
 
 
 def _task_flags(section: Section) -> str:
-    """`` --task A B``: the tasks the section's records hold, which may be a part of the suite's."""
-    return " --task " + " ".join(sorted({record["task"] for record in section.records}))
+    """`` --task A B --model C D``: the tasks and models the section's records hold, which may be a part of the
+    suite's (the records cannot say which plugins the suite would add here)."""
+    return "".join(f" --{kind} " + " ".join(sorted({record[kind] for record in section.records}))
+                   for kind in ("task", "model"))
 
 
 def _adaptive_flags(section: Section) -> str:

@@ -98,3 +98,15 @@ def test_a_worker_stopped_while_it_trains_writes_no_record_and_stops_the_run(tmp
     finally:
         executor.close(abort=True)
     assert not list(out.iterdir()), [json.loads(p.read_text())["error"] for p in out.glob("*.json")]
+
+
+def test_a_model_that_raises_keyboard_interrupt_is_recorded_as_such(tmp_path, cli, plugin_site):
+    """Lightning's fit turns a KeyboardInterrupt into sys.exit(1): the record said `SystemExit: 1`."""
+    env = plugin_site(hostile="hostile_model")
+    suite = write_suite(tmp_path, f'seeds = 1\n[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile"]\n'
+                                  f'[grid.model.hostile]\nact = "interrupt"\n{TINY_TASK}', "interrupt.toml")
+    done = cli("run", "--suite", str(suite), "--out", str(tmp_path / "runs"), "-q", env=env, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [rec] = load_records(tmp_path / "runs").records.values()
+    assert rec["error"] == "KeyboardInterrupt" and rec["failure"]["exception"] == "KeyboardInterrupt"
+    assert rec["failure"]["phase"] == "train"

@@ -18,6 +18,7 @@ import once; where fork is unavailable they are spawned.
 """
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -40,6 +41,7 @@ from tokbench.results import RecordError, load_record, provenance, utc_now, vali
 PARENT_POLL_SECONDS = 0.5
 STOP_GRACE_SECONDS = 5.0
 STOPPED = (-signal.SIGTERM, -signal.SIGINT)  # exit codes of a worker stopped as a run is stopped
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a process gets when its parent exits
 
 
 def set_threads(threads: int) -> None:
@@ -79,6 +81,26 @@ def _exit_with_parent(parent: int, server: int) -> None:
             os._exit(1)
 
 
+def _die_with_server() -> None:
+    """Let the fork server leave as soon as the parent does, and this worker with it, without waiting for a poll.
+
+    The server exits when every holder of its "alive" pipe has gone; each worker inherits one end, so a killed
+    parent left the server, and so the workers, up to the next poll of :func:`_exit_with_parent` (3.7 s measured
+    on 2 loaded cores, the poll starved of the interpreter lock). Closing that end here, and asking the kernel to
+    kill this worker when its parent (the server) exits, ends both within milliseconds of the parent (Linux).
+    """
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    if getattr(server, "_forkserver_alive_fd", None) is not None:
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the poll alone
+        pass
+
+
 def _stop_now(signum: int, frame: object) -> None:
     """End this worker at once, killed by ``signum`` as its default action would: the pairing it holds was
     interrupted, so it leaves no record (a stopped run is resumed by a plain rerun), and the parent, which
@@ -105,6 +127,7 @@ def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, pa
     """A worker's loop: receive a pairing, say it started, train it, write its record, report."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it stops the grid and says so
     signal.signal(signal.SIGTERM, _stop_now)
+    _die_with_server()
     set_threads(threads)
     threading.Thread(target=_exit_with_parent, args=(parent, os.getppid()), daemon=True).start()
     prov = trainer_provenance(commit, threads)
@@ -133,7 +156,7 @@ def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, pa
 def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" in multiprocessing.get_all_start_methods():
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["tokbench.harness"])
+        context.set_forkserver_preload(["tokbench.preload"])
         return context
     return multiprocessing.get_context("spawn")  # forking after torch is imported is unsafe
 

@@ -131,6 +131,15 @@ def plugin_frames(exc: BaseException) -> tuple[str, ...]:
     return tuple(frames[-FRAME_LIMIT:])
 
 
+def raised(exc: BaseException) -> BaseException:
+    """The exception the pairing raised: Lightning's ``fit`` turns a ``KeyboardInterrupt`` into ``sys.exit(1)``
+    (its graceful shutdown), which would record a plugin's interrupt as ``SystemExit: 1``. A worker ignores
+    Ctrl+C, so such an interrupt came from the plugin itself."""
+    if isinstance(exc, SystemExit) and isinstance(exc.__context__, KeyboardInterrupt):
+        return exc.__context__
+    return exc
+
+
 def exception_failure(exc: BaseException) -> Failure:
     """The failure of an attempt that raised, with the exception's type, message and plugin frames;
     ``sys.exit(n)`` keeps ``n`` as its exit status."""
@@ -208,6 +217,7 @@ def attempt(pairing: Pairing) -> Outcome:
     except NotApplicable as exc:
         return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, not_applicable=str(exc))
     except BaseException as exc:  # noqa: BLE001 - nothing one pairing does may sink the grid
+        exc = raised(exc)
         return Outcome(started_at, time.perf_counter() - clock, eval_split=eval_split, error=error_line(exc),
                        failure=exception_failure(exc))
     seconds, accuracy = time.perf_counter() - clock, result.metrics.get("accuracy")

@@ -1,7 +1,7 @@
 """A model plugin that misbehaves on demand while it trains: ``--set model.act=...`` picks how.
 
-``act``: none (trains normally), raise, sys_exit, os_exit, segfault, hang, not_applicable
-(raised from the constructor), os_exit0 (``os._exit(0)`` while training), hang_term (hangs
+``act``: none (trains normally), raise, interrupt (raises KeyboardInterrupt), sys_exit, os_exit, segfault, hang,
+not_applicable (raised from the constructor), os_exit0 (``os._exit(0)`` while training), hang_term (hangs
 ignoring SIGTERM), nan_eval (trains normally, outputs NaN at evaluation). The environment
 variable ``HOSTILE_ACT``, where set, replaces ``act`` while training: a record made with
 ``act = "none"`` then fails when it is trained again (``--rerun all``, ``tokbench verify``). ``hostile-missing`` names an implementation module that
@@ -22,7 +22,7 @@ from tokbench.model import ModelOutput, TokenModel
 TOKBENCH_CONTRACT = 2
 
 ACTS = ("none", "raise", "sys_exit", "os_exit", "segfault", "hang", "not_applicable", "os_exit0", "hang_term",
-        "nan_eval")
+        "nan_eval", "interrupt")
 
 
 class HostileModel(TokenModel):
@@ -37,6 +37,8 @@ class HostileModel(TokenModel):
             act = os.environ.get("HOSTILE_ACT", self.params["act"])
             if act == "raise":
                 raise RuntimeError("raised on purpose while training")
+            if act == "interrupt":
+                raise KeyboardInterrupt
             if act == "sys_exit":
                 sys.exit(0)
             if act == "os_exit":

@@ -52,3 +52,25 @@ def test_the_dry_run_states_the_limits_and_the_largest_sizes_of_the_plan(tmp_pat
     assert f"tokens in one batch at most {MAX_BATCH_TOKENS:,} (largest here {32 * 64:,})" in line
     assert f"attention-target entries in one split at most {MAX_TARGET_ENTRIES:,} (largest here {1000 * 256**2:,})" \
         in line
+
+
+def test_a_model_the_suite_lacks_is_named_not_dropped(tmp_path, capsys, no_workers):
+    """Before, `--suite paper --model transformer attn-rope` ran attn-rope alone, without a word."""
+    assert main(["run", "--suite", "paper", "--model", "transformer", "attn-rope", "--dry-run",
+                 "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no transformer" in err and "attn-rope" not in err
+
+
+def test_an_unreachable_ray_address_leaves_the_out_folder_untouched(tmp_path, capsys):
+    """Before, the address was refused only after OUT/.locks had been created."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as probe:  # a port where nothing listens
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = tmp_path / "runs"
+    assert main(["run", "--task", "random-walk", "--model", "last-token", "--seeds", "1", "--executor", "ray",
+                 "--ray-address", f"127.0.0.1:{port}", "--out", str(out)]) == 3
+    assert "no Ray cluster reachable there" in capsys.readouterr().err and not out.exists()

@@ -75,7 +75,7 @@ def _execute_on_ray(pairing: Pairing, commit: str | None) -> Record:
     return execute(pairing, trainer_provenance(commit, DEFAULT_THREADS))
 
 
-def _check_ray_address(address: str) -> None:
+def check_ray_address(address: str) -> None:
     """Fail at once, in one line, on an address that is malformed or where nothing listens."""
     if address == "auto":
         return
@@ -98,7 +98,7 @@ class RayExecutor:
         except ImportError:
             raise UsageError("--executor ray needs Ray: pip install 'tokbench[ray]'") from None
         if address:
-            _check_ray_address(address)
+            check_ray_address(address)
         self.ray, self.out_dir, self.commit, self.timeout = ray, out_dir, commit, timeout
         self.started_here = not ray.is_initialized()
         local = {} if address else {"include_dashboard": False}

@@ -21,7 +21,7 @@ from rich.markup import escape
 from tokbench import adaptive
 from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
-from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, limit_line,
+from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, left_out, limit_line,
                            parse_evaluations, parse_settings, parse_shard, shard)
 from tokbench.plugins import origin
 from tokbench.outputs import LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
@@ -29,7 +29,8 @@ from tokbench.progress import make_progress, outcome, pairing_label, variant_lab
 from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
-from tokbench.runner import DEFAULT_THREADS, EXECUTORS, RERUN_MODES, make_executor, plan, run_grid, usable_cores
+from tokbench.runner import (DEFAULT_THREADS, EXECUTORS, RERUN_MODES, check_ray_address, make_executor, plan,
+                             run_grid, usable_cores)
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
@@ -201,6 +202,8 @@ def _jobs(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str, Mapping[str, Any]],
            headline: str, console: Console) -> dict[str, Any]:
     """Run ``todo`` with the chosen executor and progress display; the new records by config hash."""
+    if args.executor == "ray" and args.ray_address:
+        check_ray_address(args.ray_address)  # before anything is written into --out (its .locks, say)
     _check_writable(args.out)
     if args.executor == "local":
         # Only now, with every argument and file checked: the server inherits stdout and stderr, and a
@@ -234,6 +237,9 @@ def _run(args: argparse.Namespace) -> int:
             print(f"tokbench: running from {suite.origin}: {why}", file=sys.stderr)
     else:
         suite = load_suite(args.suite)
+        if missing := left_out(suite, registry, args.tasks, args.models):  # silently dropped, before
+            raise UsageError(f"{suite.origin} has no {', '.join(missing)}: name only what it selects, or leave out "
+                             "--suite to run any registered pairing by name")
     outputs = RunOutputs(args.out, check_loggers(args.loggers or suite.outputs.get("loggers", [])),
                          args.log_samples or suite.outputs.get("log_samples", False))
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),

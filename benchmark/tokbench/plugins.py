@@ -36,6 +36,7 @@ Environment variables:
 from __future__ import annotations
 
 import os
+import reprlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -198,8 +199,8 @@ def _contract(plugin: object) -> int:
     raises ``ValueError`` with the one line to show."""
     declared = getattr(plugin, hookspecs.CONTRACT_ATTRIBUTE, hookspecs.OLDEST_CONTRACT)
     if isinstance(declared, bool) or not isinstance(declared, int):
-        raise ValueError(f"{hookspecs.CONTRACT_ATTRIBUTE} = {declared!r} is not a contract number; declare "
-                         f"{hookspecs.CONTRACT_ATTRIBUTE} = {hookspecs.CONTRACT} (see {MIGRATION})")
+        raise ValueError(f"{hookspecs.CONTRACT_ATTRIBUTE} = {reprlib.repr(declared)} is not a contract number; "
+                         f"declare {hookspecs.CONTRACT_ATTRIBUTE} = {hookspecs.CONTRACT} (see {MIGRATION})")
     if declared > hookspecs.CONTRACT:
         raise ValueError(f"written for contract {declared}, this tokbench serves contracts "
                          f"{hookspecs.OLDEST_CONTRACT} to {hookspecs.CONTRACT}: upgrade tokbench")
@@ -252,6 +253,8 @@ def _bounded(call: Callable[[], Any], seconds: float) -> Any:
         os._exit = real_exit
     if thread.is_alive():
         raise TimeoutError(f"did not finish within {seconds:g} s (see {TIMEOUT_ENV})")
+    if isinstance(outcome.get("error"), KeyboardInterrupt):  # the plugin's own: a real Ctrl+C lands in join()
+        raise RuntimeError("raised KeyboardInterrupt") from outcome["error"]
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]

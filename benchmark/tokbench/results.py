@@ -249,9 +249,9 @@ def check_consistent(record: Mapping[str, Any]) -> None:
     if cap is not None and "steps" in planned and cap != planned["steps"]:
         raise ValueError(f"train.max_steps {cap} is not the recipe's steps {planned['steps']}: edited or corrupt")
     curve = record.get("budget_curve")
-    if curve is not None:
+    if curve:
         points, finals = [point["step"] for point in curve], [bool(point.get("final")) for point in curve]
-        if not curve or points != sorted(set(points)) or finals != [False] * (len(curve) - 1) + [True]:
+        if points != sorted(set(points)) or finals != [False] * (len(curve) - 1) + [True]:
             raise ValueError("budget_curve: its steps do not rise to one final point: edited or corrupt")
         last = curve[-1]
         if last["step"] != steps or last["accuracy"] != record["metrics"]["accuracy"]:

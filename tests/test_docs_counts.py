@@ -69,4 +69,4 @@ def test_speed_states_each_suites_current_pairing_count(suite):
     stated = {name: int(count.replace(",", "")) for name, count in _SUITE_ROW.findall(section("Speed"))}
     assert suite in stated, f"README.md, Speed: no row for the {suite} suite"
     planned = len(expand(load_suite(suite), builtins()))
-    assert stated[suite] == planned, f"README.md, Speed: the {suite} suite plans {planned} pairings, not {stated[suite]}"
+    assert stated[suite] == planned, f"README.md, Speed: {suite} plans {planned} pairings, not {stated[suite]}"

@@ -95,11 +95,13 @@ def _numbers(values: list[str]) -> list[float]:
 def test_sorting_is_descending_first_with_an_arrow_and_blanks_last(browser):
     from selenium.webdriver.common.by import By
 
-    # The first experiment's accuracy table (a section with ladders puts its score table before it).
-    table = browser.find_element(By.XPATH, "(//*[self::h2 or self::h3][.='Accuracy'])[1]/following::table[1]")
-    headers = table.find_elements(By.CSS_SELECTOR, "thead th")
-    index = next(i for i in range(1, len(headers)) if "" in _column(browser, table, i))  # a column with blanks
-    header = headers[index]
+    # The first experiment's accuracy tables (a section with ladders puts its score tables before them; a wide one
+    # is cut into several): the first column with blanks.
+    tables = browser.find_elements(By.XPATH, "(//*[self::h2 or self::h3][.='Accuracy'])[1]/following::table")
+    table, index = next((table, i) for table in tables
+                        for i in range(1, len(table.find_elements(By.CSS_SELECTOR, "thead th")))
+                        if "" in _column(browser, table, i))
+    header = table.find_elements(By.CSS_SELECTOR, "thead th")[index]
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", header)
     header.click()
     values = _column(browser, table, index)

@@ -83,8 +83,8 @@ def test_named_folders_become_sections_with_their_own_records_and_plots(tmp_path
     # the suite of the section's name, on the tasks its records hold
     tasks, models = (" ".join(sorted({r[kind] for r in _records()[3:9]})) for kind in ("task", "model"))
     assert f"tokbench run --suite paper --task {tasks} --model {models} --out {out.as_posix()}/records/paper" in readme
-    assert readme.startswith("# tokbench leaderboard\n\nComputed by tokbench leaderboard from 9 run records (0 failed): "
-                             "paper 6, default 3;")  # one count per section, adding up to the header's
+    header = "Computed by tokbench leaderboard from 9 run records (0 failed): paper 6, default 3;"
+    assert readme.startswith(f"# tokbench leaderboard\n\n{header}")  # one count per section, adding up to the header's
 
 
 def test_single_formats_print_or_write(tmp_path, capsys, monkeypatch):

@@ -65,7 +65,7 @@ def test_published_findings_make_no_forbidden_claim(monkeypatch):
 def test_published_readme_stays_short():
     """The README leads with what a reader needs; findings, plots, per-task tables and descriptions are in details.md."""
     readme = (PUBLISHED / "README.md").read_text(encoding="utf-8")
-    assert len(readme.encode()) < 40_000
+    assert len(readme.encode()) < 50_000  # four sections, two of their rankings; what leads is checked below
     names = [value.partition("=")[0] for flag, value in zip(_regenerate_command(), _regenerate_command()[1:])
              if flag == "--records"]
     assert names and [readme.index(f"## {name}") for name in names] == sorted(readme.index(f"## {name}")

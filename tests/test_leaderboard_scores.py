@@ -278,7 +278,8 @@ def test_two_rankings_are_two_views_of_one_report():
                                                                if r.model != "attn-paper-a"]  # the same order
     assert {r.model for r in architectures.scores.ranked} == {"transformer", "transformer-2l", "mlp"}
     assert [r.model for r in single.scores.ranked] == ["attn-paper-a"]
-    assert [r.model for r in single.scores.pinned] == [r.model for r in architectures.scores.pinned] == ["bayes-optimal"]
+    assert [r.model for r in single.scores.pinned] == [r.model for r in architectures.scores.pinned] \
+        == ["bayes-optimal"]
     assert single.scores.counted == architectures.scores.counted == report.scores.counted
     for ranking in report.rankings:  # the same numbers as the section's scores, row by row
         for row in ranking.scores.rows:

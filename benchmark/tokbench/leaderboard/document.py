@@ -122,6 +122,8 @@ def details_document(reports: Sequence[Report], images: Mapping[str, Sequence[Im
             blocks.append(Heading(report.name, 2))
             level = 3
         blocks += [Heading("Provenance", level), Paragraph(report.provenance)]
+        if report.compute is not None:
+            blocks += [Heading("Compute", level), Paragraph(report.compute.text()), *report.compute.tables()]
         if report.rankings:
             blocks += _secondary(report, level, PAGE_CHARS) + _tables(report, level, PAGE_CHARS)
         blocks += [Heading("Findings", level), Bullets(report.findings)]
@@ -215,15 +217,16 @@ def _board(report: Report, images: Sequence[Image], brief: bool, level: int, det
     blocks += [Heading("Provenance", level),
                Paragraph(report.summary if linked else report.provenance),
                Folded("Protocol", [Bullets(report.protocol)])]
-    if report.compute is not None:
-        blocks += [Folded("Compute", [Paragraph(report.compute.text()), *report.compute.tables()])]
+    if report.compute is not None:  # the split per model is in the details file when there is one
+        tables = report.compute.tables()
+        blocks += [Folded("Compute", [Paragraph(report.compute.text()), *(tables[:1] if linked else tables)])]
     if linked:
         rungs = ("the scores by training budget and at longer evaluation lengths, the accuracy of every model at "
                  "every rung, " if scored else "")
         blocks += [Heading("Findings, plots and details", level),
-                   Paragraph(f"In {details}: the full provenance, {rungs}the findings (the claims the statistics "
-                             "support, cell by cell), the plots, the parameters and recipe of every row, and every "
-                             "metric of every model with seeds, steps and time.")]
+                   Paragraph(f"In {details}: the full provenance, the compute per model, {rungs}the findings (the "
+                             "claims the statistics support, cell by cell), the plots, the parameters and recipe of "
+                             "every row, and every metric of every model with seeds, steps and time.")]
     else:
         blocks += [Heading("Details per task", level), *_details(report, level + 1)]
         if plots := [i for i in images if not i.leads]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Union
 
 from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Row, format_params
@@ -262,11 +262,20 @@ def _reasons(scores: Scores, lengths: Lengths | None, only: str | None = None, l
                     places = found.setdefault(score.reason, {}).setdefault(row.label, {})
                     places.setdefault(column, []).append(setting)
     everyone = {row.label for row in scores.rows}
+    columns = {column for _, table in tables for column in table.columns if only in (None, column)}
+    na: dict[str, set[str]] = {}  # model -> the columns where it is n/a, for any reason
+    for by_model in found.values():
+        for model, places in by_model.items():
+            na.setdefault(model, set()).update(places)
     notes = []
     for reason, by_model in found.items():
         groups: dict[str, list[str]] = {}
         for model, places in by_model.items():
-            groups.setdefault(_places(places), []).append(model)
+            settings = {tuple(named) for named in places.values()}
+            # n/a in every column at the same settings (some for other reasons, which their own notes give)
+            whole = na[model] == columns and len(settings) == 1 and len(places) > 2
+            label = "every column" if set(places) == columns else "every other column"
+            groups.setdefault(_places({label: list(next(iter(settings)))} if whole else places), []).append(model)
         where = "; ".join(f"{'every model' if set(models) == everyone else ', '.join(models)} on {places}"
                           for places, models in groups.items())
         notes.append(f"n/a for {where}: {reason}")
@@ -419,12 +428,18 @@ def scale_caption(scores: Scores) -> str:
 def build_tables(report: Report) -> Tables:
     """The report's tables, from the numbers it holds."""
     board = report.board
-    rankings = []
+    rankings: list[RankingTables] = []
     for ranking in report.rankings:
         scores = ranking.scores
         caption = f"{report.budget} {scale_caption(scores)}"
+        table = score_table(scores, caption, ranking.lengths)
+        if rankings:  # a note the first ranking already shows (the rungs, an n/a for every model) is not repeated
+            first = rankings[0]
+            shown = [note for note in table.notes if note not in first.scores.notes]
+            table = replace(table, notes=shown + ([f"Rungs and the other notes: as under {first.title}."]
+                                                  if len(shown) < len(table.notes) else []))
         rankings.append(RankingTables(
-            ranking.title, ranking.about, score_table(scores, caption, ranking.lengths), ranking.claims,
+            ranking.title, ranking.about, table, ranking.claims,
             budget_table(ranking.budgets) if ranking.budgets is not None else None,
             [length_table(board, scores, ranking.lengths, ladder) for ladder in scores.ladders]
             if ranking.lengths is not None else []))

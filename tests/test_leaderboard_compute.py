@@ -58,5 +58,6 @@ def test_the_published_files_carry_the_compute(tmp_path) -> None:
     compute = data["sections"][0]["compute"]
     assert compute["core_hours"] == pytest.approx(0.6)
     assert compute["by_model"] == {"attn-rope": pytest.approx(0.6)}
-    readme = (out / "README.md").read_text()
-    assert "0.60 core-hours over 3 runs" in readme and "| attn-rope | 0.60 | 100 |" in readme
+    readme, details = (out / "README.md").read_text(), (out / "details.md").read_text()
+    assert "0.60 core-hours over 3 runs" in readme and "| random-walk | 0.60 | 100 |" in readme  # per family
+    assert "| attn-rope | 0.60 | 100 |" not in readme and "| attn-rope | 0.60 | 100 |" in details  # per model

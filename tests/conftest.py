@@ -13,6 +13,10 @@ import pytest
 # One intra-op thread for the tests and the CLI processes they start: the models are small, and
 # on 2 shared cores torch's default thread pool made them up to 10x slower without changing a number.
 os.environ["OMP_NUM_THREADS"] = "1"
+# pytest-xdist's workers run with COLUMNS=80 and LINES=24 in their environment; piped commands honour COLUMNS (a
+# user's setting), so the tests start without it, as a plain shell does, and set it where they test it.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 FAKE_PLUGINS = Path(__file__).parent / "fake_plugins"
 

@@ -39,7 +39,9 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(tmp_path, args, keep
 
 
 def test_piped_tables_are_not_folded_at_80_columns():
+    # piped and without COLUMNS (a user's setting, which piped tables follow: tests/test_plugins_run.py)
+    env = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
     done = subprocess.run([sys.executable, "-m", "tokbench.cli", "ls", "models"], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "40"}, timeout=120)
+                          env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "attn-onehot-concat-zeroinit" in done.stdout  # one whole name, not "attn-onehot-c" / "oncat"

@@ -12,7 +12,8 @@ SIZES = ["--set", "task.train_size=64", "--set", "task.val_size=32", "--set", "t
 
 
 def test_run_then_leaderboard_escapes_plugin_strings(tmp_path, cli, plugin_site, capsys):
-    env = {**plugin_site(evil="evil_strings"), "TOKBENCH_PLUGINS": "evil,walks,attention"}
+    # the default suite names its baselines, so their plugin stays in
+    env = {**plugin_site(evil="evil_strings"), "TOKBENCH_PLUGINS": "evil,walks,attention,baselines"}
     runs = tmp_path / "runs"
     done = cli("run", "--task", "evil-walk", "--model", "attn-paper-a", "--seeds", "2", *SIZES, "--out", str(runs),
                "-q", "-j", "1", env=env, timeout=300)

@@ -81,7 +81,8 @@ def test_a_default_run_ends_pointing_to_the_full_suites(cli, tmp_path):
                "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     last = done.stderr.strip().splitlines()[-1]
-    assert "default suite, a first look" in last and "--suite tokbench" in last and "--suite survey" in last
+    # a narrowed run is not the first look, and says which sizes it took
+    assert "default suite's first-look sizes" in last and "--suite tokbench" in last and "--suite survey" in last
 
 
 def test_explicit_steps_scale_the_recipes_warm_up_and_an_explicit_warm_up_stays():

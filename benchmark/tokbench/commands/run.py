@@ -295,7 +295,8 @@ def _run(args: argparse.Namespace) -> int:
     if suite.origin == load_suite(DEFAULT_SUITE).origin:
         what = (f"the default suite, a first look ({suite.description.partition(': ')[0]})"
                 if not (args.tasks or args.models) else
-                "the default suite's first-look sizes (small splits, at most its step cap) for the tasks and models named")
+                "the default suite's first-look sizes (small splits, at most its step cap) for the tasks and "
+                "models named")
         print(f"tokbench: that was {what}; the full comparisons: tokbench run --suite tokbench (the benchmark's "
               "protocol), --suite survey (every task x every model) or --suite paper (docs/suites.md)", file=sys.stderr)
     failed = [r for r in records if r["status"] == "failed"]

@@ -370,7 +370,7 @@ def fit(table: Table, width: int = PAGE_CHARS) -> list[Table]:
     model): every column is then in view on a narrow screen. The caption goes with the first, the notes with the
     last."""
     rows = table.all_rows()
-    widths = [max(math.ceil(BOLD * len(header)), *(len(_text(row[i])) for row in rows)) + 2
+    widths = [max([math.ceil(BOLD * len(header)), *(len(_text(row[i])) for row in rows)]) + 2  # rows may be none
               for i, header in enumerate(table.headers)]
     groups: list[list[int]] = [[]]
     used = widths[0]

@@ -80,7 +80,6 @@ class PluginInfo:
 
 
 BUILTIN_DISTRIBUTION = "tokbench"  # the distribution whose entry points are the built-in plugins
-ORIGINS = ("builtin", "plugin")
 
 
 def origin(spec: TaskSpec | ModelSpec) -> str:

@@ -28,6 +28,15 @@ from tokbench.leaderboard.views import Measure, Number, Table, Value, measure_te
 
 SIGNIFICANT = 6  # digits of the floats in CSV and JSON
 
+# Bidirectional controls (LRM, RLM, LRE..RLO, LRI..PDI) in a plugin's text would reorder what the page shows after
+# them: they are written out visibly instead.
+_BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(text: str, quote: bool = True) -> str:
+    """``html.escape``, with bidirectional controls made visible as ``[U+XXXX]``."""
+    return html.escape(_BIDI.sub(lambda m: f"[U+{ord(m.group()):04X}]", text), quote=quote)
+
 
 def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.{SIGNIFICANT}g}")
@@ -40,7 +49,7 @@ _MD_ESCAPE = re.compile(r"([\\`*_\[\]|~$#])")
 
 def escape_md(text: str) -> str:
     """Inert Markdown text: HTML entities for ``& < >``, backslashes before Markdown punctuation, one line."""
-    text = html.escape(" ".join(text.split()), quote=False)
+    text = _escape(" ".join(text.split()), quote=False)
     return _MD_ESCAPE.sub(r"\\\1", text)
 
 
@@ -134,11 +143,11 @@ def _html_cell(value: Value) -> str:
     if isinstance(value, Measure):
         css = ' class="best"' if value.best else ""
         sort = _sort_key(value.stat and value.stat.mean)
-        why = f' title="{html.escape(value.reason)}"' if value.reason else ""
-        return f'<td data-sort="{sort}"{css}{why}>{html.escape(measure_text(value))}</td>'
+        why = f' title="{_escape(value.reason)}"' if value.reason else ""
+        return f'<td data-sort="{sort}"{css}{why}>{_escape(measure_text(value))}</td>'
     if isinstance(value, Number):
         return f'<td data-sort="{_sort_key(value.value)}">{number_text(value)}</td>'
-    return f"<td>{html.escape(value)}</td>"
+    return f"<td>{_escape(value)}</td>"
 
 
 def _sort_key(value: float | None) -> str:
@@ -146,13 +155,13 @@ def _sort_key(value: float | None) -> str:
 
 
 def _html_table(table: Table) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
+    head = "".join(f"<th>{_escape(h)}</th>" for h in table.headers)
     body = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in table.rows]
     if table.footer:
         body.append('<tr class="pinned">' + "".join(_html_cell(v) for v in table.footer) + "</tr>")
     pinned = ["<tr>" + "".join(_html_cell(v) for v in row) + "</tr>" for row in table.pinned]
-    notes_html = "".join(f"<li>{html.escape(n)}</li>" for n in table.notes)
-    caption = f"<p>{html.escape(table.caption)}</p>\n" if table.caption else ""
+    notes_html = "".join(f"<li>{_escape(n)}</li>" for n in table.notes)
+    caption = f"<p>{_escape(table.caption)}</p>\n" if table.caption else ""
     return (caption + '<div class="scroll"><table class="sortable">'
             f"<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>"
             + ('\n<tbody class="pinned">\n' + "\n".join(pinned) + "\n</tbody>" if pinned else "")
@@ -170,21 +179,21 @@ def _html_blocks(blocks: Sequence[Block]) -> list[str]:
     parts = []
     for block in blocks:
         if isinstance(block, Folded):
-            parts.append(f"<details><summary>{html.escape(block.summary)}</summary>\n"
+            parts.append(f"<details><summary>{_escape(block.summary)}</summary>\n"
                          + "\n".join(_html_blocks(block.blocks)) + "\n</details>")
         elif isinstance(block, Heading):
-            parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
+            parts.append(f"<h{block.level}>{_escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
-            parts.append(f"<p>{html.escape(block.text)}</p>")
+            parts.append(f"<p>{_escape(block.text)}</p>")
         elif isinstance(block, Bullets):
-            parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in block.items) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{_escape(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Table):
             parts.append(_html_table(block))
         elif isinstance(block, Image):
-            parts.append(f'<figure><img src="{html.escape(block.svg or block.path)}" alt="{html.escape(block.caption)}">'
-                         f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+            parts.append(f'<figure><img src="{_escape(block.svg or block.path)}" alt="{_escape(block.caption)}">'
+                         f"<figcaption>{_escape(block.caption)}</figcaption></figure>")
         elif isinstance(block, Code):
-            parts.append("<pre>" + html.escape("\n".join(block.lines)) + "</pre>")
+            parts.append("<pre>" + _escape("\n".join(block.lines)) + "</pre>")
     return parts
 
 

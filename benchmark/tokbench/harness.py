@@ -377,13 +377,13 @@ def _accuracy(split: Split, predict: Callable[[torch.Tensor, torch.Tensor], torc
     return torch.cat(hits).mean().item()
 
 
-def _law_chunks(task: Task, split: Split) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-    """``(start, tokens, labels)`` in chunks whose Bayes log-probabilities hold at most :data:`LAW_BUDGET` numbers
+def _law_chunks(task: Task, split: Split) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``(tokens, labels)`` in chunks whose Bayes log-probabilities hold at most :data:`LAW_BUDGET` numbers
     (a task scored at every position returns (n, T, V) of them: 4 GB for 2000 sequences at T = 512, V = 1024)."""
     per_sequence = task.vocab_size * (split.labels.shape[1] if split.labels.dim() == 2 else 1)
     size = max(1, min(EVAL_CHUNK, LAW_BUDGET // per_sequence))
     for start in range(0, len(split), size):
-        yield start, split.tokens[start:start + size], split.labels[start:start + size]
+        yield split.tokens[start:start + size], split.labels[start:start + size]
 
 
 @dataclass
@@ -415,7 +415,7 @@ def validation_law(task: Task, val: Split, recipe: Recipe) -> LabelLaw | None:
     if recipe.validate_by != "expected":
         return None
     parts = []
-    for _, tokens, labels in _law_chunks(task, val):
+    for tokens, labels in _law_chunks(task, val):
         log_probs = task.bayes_log_probs(tokens)
         if log_probs is None:
             raise ParamError(f"train.validate_by=expected needs the law of the labels, and {task.spec.name} gives no "
@@ -532,7 +532,7 @@ def _loss_metrics(task: Task, split: Split, model_loss: torch.Tensor) -> dict[st
     exact = task.bayes_loss()
     if exact is None:
         bayes = torch.cat([_sequence_log_loss(task.bayes_log_probs(tokens).double(), labels)
-                           for _, tokens, labels in _law_chunks(task, split)])
+                           for tokens, labels in _law_chunks(task, split)])
         excess = model_loss - bayes
         bayes_loss = bayes.mean().item()
     else:

@@ -1,0 +1,56 @@
+"""benchmark/budget/sweep.py: where each sweep's choice falls in its grid, and the counts per schedule."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "sweep.py"
+_spec = importlib.util.spec_from_file_location("sweep", TOOL)
+sweep = importlib.util.module_from_spec(_spec)
+sys.modules["sweep"] = sweep  # dataclasses look their module up there
+_spec.loader.exec_module(sweep)
+
+
+def _record(selection: dict[str, float], schedule: str = "constant", seed: int = 0, status: str = "ok") -> dict:
+    return {"status": status, "task": "lag-walk", "model": "attn-t5bias", "seed": seed,
+            "train": {"schedule": schedule, "stopped_because": "cap", "lr_selection_val_accuracy": selection},
+            "ladder": {"axes": {"k": 16}}}
+
+
+@pytest.mark.parametrize(("selection", "place", "margin"), [
+    ({"0.0025": 0.30, "0.01": 0.28, "0.04": 0.27}, "low", 0.02),
+    ({"0.0025": 0.30, "0.01": 0.31, "0.04": 0.27}, "inside", 0.01),
+    ({"0.0025": 0.20, "0.01": 0.28, "0.04": 0.29}, "high", 0.01),
+    ({"0.0025": 0.80, "0.01": 0.80, "0.04": 0.27}, "tie", 0.0),
+    # weight decay crossed in: the edge is the rate's, and the margin is over the other rates only
+    ({"lr=0.0025,wd=0": 0.30, "lr=0.0025,wd=0.1": 0.29, "lr=0.01,wd=0": 0.25, "lr=0.01,wd=0.1": 0.26}, "low", 0.04),
+])
+def test_a_choice_is_placed_in_its_grid_by_rate(selection, place, margin):
+    (choice,) = sweep.choices([_record(selection)])
+    assert choice.place == place
+    assert choice.margin == pytest.approx(margin)
+    assert choice.rung == "k=16"
+
+
+def test_records_without_a_rate_choice_are_left_out():
+    records = [_record({}), _record({"0.01": 0.5}), _record({"lr=0.01,wd=0": 0.5, "lr=0.01,wd=0.1": 0.6}),
+               _record({"0.0025": 0.3, "0.01": 0.2}, status="failed")]
+    assert sweep.choices(records) == []
+
+
+def test_summary_counts_places_and_clear_edges_per_schedule_and_grid():
+    records = [_record({"0.0025": 0.30, "0.01": 0.28, "0.04": 0.27}, seed=0),  # low, clear
+               _record({"0.0025": 0.30, "0.01": 0.295, "0.04": 0.27}, seed=1),  # low, within noise
+               _record({"0.0025": 0.80, "0.01": 0.80, "0.04": 0.80}, seed=2),  # tie
+               _record({"0.000625": 0.3, "0.0025": 0.4, "0.01": 0.35, "0.04": 0.2}, schedule="cosine")]  # inside
+    rows = sweep.summary(sweep.choices(records), tolerance=0.01)
+    assert rows == [["constant", 3, 3, 2, 0, 0, 1, 1], ["cosine", 4, 1, 0, 0, 1, 0, 0]]
+
+
+def test_the_command_prints_both_tables_for_an_empty_folder(tmp_path, capsys):
+    assert sweep.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "validation accuracy" in out and "edge by > 0.01" in out

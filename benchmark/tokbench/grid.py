@@ -123,6 +123,13 @@ class Pairing:
     def filename(self) -> str:
         return record_filename(self.task_spec.name, self.model_spec.name, self.config_hash)
 
+    @property
+    def cell(self) -> str:
+        """The key of the pairing's cell: its config hash at seed 0, equal for pairings that differ only in the
+        seed (task, model, their parameters, recipe and evaluation settings all enter the hash; a ladder's rung
+        is its task parameters)."""
+        return self.variant.hashes(0)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -654,6 +661,6 @@ def shard(pairings: Sequence[Pairing], index: int, count: int) -> list[Pairing]:
     suite's blocks, and every pairing belongs to exactly one shard. Keeping a cell whole
     is what lets adaptive seeding (``--target-ci``) decide in a shard exactly as in one run.
     """
-    cells = sorted({p.variant.hashes(0) for p in pairings})
+    cells = sorted({p.cell for p in pairings})
     keep = set(cells[index::count])
-    return [p for p in pairings if p.variant.hashes(0) in keep]
+    return [p for p in pairings if p.cell in keep]

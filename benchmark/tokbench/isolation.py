@@ -12,6 +12,12 @@ record stands: the parent never writes over a record a worker finished. A stop
 and leaves no record for the pairings they held, never a failed one: a plain
 rerun trains them.
 
+A worker may be handed a cell (:mod:`tokbench.cells`: pairings that differ only in the
+seed, trained together); all of the above then holds per pairing: it writes and reports
+each record as it is ready, a raised error fails only its own pairings, and a worker that
+dies or overruns the cell's time limit (``--timeout`` x the cell's pairings) gives failed
+records to the pairings it had not finished, a stop no record.
+
 Workers fork from a server process that imported torch once (``forkserver``),
 so a crashed worker is replaced in milliseconds and ``--jobs N`` pays the
 import once; where fork is unavailable they are spawned.
@@ -25,14 +31,15 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import Any
 
+from tokbench.cells import attempt_cell, time_limit
 from tokbench.errors import StorageError
 from tokbench.grid import Pairing
 from tokbench.outcome import Failure, Outcome, Record, attempt, error_line, record_of
@@ -58,7 +65,17 @@ def trainer_provenance(commit: str | None, threads: int) -> dict[str, Any]:
 def execute(pairing: Pairing, prov: Mapping[str, Any]) -> Record:
     """The record of one attempt at ``pairing`` in this process; a record that fails validation
     (a metric out of its range, say) becomes a failed record saying why."""
-    outcome = attempt(pairing)
+    return _validated(pairing, attempt(pairing), prov)
+
+
+def execute_cell(pairings: Sequence[Pairing], prov: Mapping[str, Any]) -> Iterator[Record]:
+    """The record of each of ``pairings`` (a cell, :func:`tokbench.cells.attempt_cell`), in order, each as soon
+    as it is known, validated as :func:`execute` validates one."""
+    for pairing, outcome in zip(pairings, attempt_cell(pairings)):
+        yield _validated(pairing, outcome, prov)
+
+
+def _validated(pairing: Pairing, outcome: Outcome, prov: Mapping[str, Any]) -> Record:
     record = record_of(pairing, outcome, prov)
     try:
         validate(record)
@@ -124,7 +141,8 @@ def _report(conn: Connection, *message: Any) -> bool:
 
 
 def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, parent: int) -> None:
-    """A worker's loop: receive a pairing, say it started, train it, write its record, report."""
+    """A worker's loop: receive a cell (one pairing or several that differ only in the seed), say it started,
+    train it, and write and report each pairing's record as it is ready."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's: it stops the grid and says so
     signal.signal(signal.SIGTERM, _stop_now)
     _die_with_server()
@@ -133,24 +151,24 @@ def _serve(conn: Connection, out_dir: Path, commit: str | None, threads: int, pa
     prov = trainer_provenance(commit, threads)
     while True:
         try:
-            pairing = conn.recv()
+            cell = conn.recv()
         except EOFError:
             return
         except Exception as exc:  # noqa: BLE001 - e.g. a plugin that this process cannot import
             if not _report(conn, "lost", f"the worker could not receive the pairing: {error_line(exc)}"):
                 return
             continue
-        if pairing is None or not _report(conn, "started"):
+        if cell is None or not _report(conn, "started"):
             return
-        record = execute(pairing, prov)
-        try:
-            write_record(out_dir, record)
-        except StorageError as exc:
-            message: tuple[Any, ...] = ("unwritten", exc.reason)
-        else:
-            message = ("done", record)
-        if not _report(conn, *message):
-            return
+        for record in execute_cell(cell, prov):
+            try:
+                write_record(out_dir, record)
+            except StorageError as exc:
+                message: tuple[Any, ...] = ("unwritten", record["config_hash"], exc.reason)
+            else:
+                message = ("done", record)
+            if not _report(conn, *message):
+                return
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -191,11 +209,18 @@ def signature(path: Path) -> tuple[int, int, int] | None:
 
 @dataclass
 class _Job:
-    pairing: Pairing
+    """A cell in a worker: ``pending`` are its pairings without a reported record, by config hash;
+    ``record_before`` the signature of each pairing's record file when the cell was handed out."""
+
+    pairings: Sequence[Pairing]
     started_at: str
     clock: float
-    record_before: tuple[int, int, int] | None
+    record_before: dict[str, tuple[int, int, int] | None]
     deadline: float | None = None
+    pending: dict[str, Pairing] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pending = {p.config_hash: p for p in self.pairings}
 
 
 @contextmanager
@@ -256,7 +281,8 @@ def _death(exitcode: int | None) -> tuple[Failure, str]:
 
 class LocalExecutor:
     """``jobs`` worker processes on this machine, each with ``threads`` torch threads; a pairing running longer
-    than ``timeout`` seconds (counted from its start in the worker) is stopped and recorded as timed out."""
+    than ``timeout`` seconds (counted from its start in the worker; a cell of N pairings, N times that) is
+    stopped and recorded as timed out."""
 
     def __init__(self, out_dir: Path, commit: str | None, jobs: int, threads: int,
                  timeout: float | None = None) -> None:
@@ -274,11 +300,13 @@ class LocalExecutor:
             self._prov = trainer_provenance(self.commit, self.threads)
         return self._prov
 
-    def submit(self, pairing: Pairing) -> None:
+    def submit(self, *pairings: Pairing) -> None:
+        """Hand one pairing, or a cell of pairings that differ only in the seed, to an idle worker."""
         worker = self._idle_worker()
-        worker.job = _Job(pairing, utc_now(), time.perf_counter(), signature(self.out_dir / pairing.filename))
+        worker.job = _Job(pairings, utc_now(), time.perf_counter(),
+                          {p.config_hash: signature(self.out_dir / p.filename) for p in pairings})
         try:
-            worker.conn.send(pairing)
+            worker.conn.send(pairings)
         except OSError:
             pass  # it died just now: wait() finds it dead and records the failure
 
@@ -302,14 +330,16 @@ class LocalExecutor:
             deadlines = [w.job.deadline for w in busy if w.job.deadline is not None]
             timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
             wait_for([w.conn for w in busy] + [w.process.sentinel for w in busy], timeout)
-            finished = [done for done in map(self._collect, busy) if done is not None]
+            finished = [done for worker in busy for done in self._collect(worker)]
             if finished:
                 return finished
 
-    def _collect(self, worker: _Worker) -> tuple[Pairing, Record] | None:
-        """The pairing and record of ``worker`` if its job ended (reported, died or timed out), else None."""
+    def _collect(self, worker: _Worker) -> list[tuple[Pairing, Record]]:
+        """The pairings of ``worker``'s cell whose records came since the last look, each with its record; all
+        that were left when the worker died or timed out."""
         job = worker.job
         assert job is not None
+        done: list[tuple[Pairing, Record]] = []
         # Messages first: a worker that reported and then died lost nothing.
         while worker.conn.poll():
             try:
@@ -317,41 +347,47 @@ class LocalExecutor:
             except (EOFError, OSError):
                 break
             if kind == "started" and self.timeout is not None:
-                job.deadline = time.monotonic() + self.timeout
+                job.deadline = time.monotonic() + time_limit(self.timeout, len(job.pairings))[0]
             elif kind == "done":
-                worker.job = None
-                return job.pairing, payload[0]
+                done.append((job.pending.pop(payload[0]["config_hash"]), payload[0]))
+                if not job.pending:
+                    worker.job = None
+                    return done
             elif kind == "lost":
-                return self._replace(worker, Failure("worker"), payload[0])
+                return done + self._replace(worker, Failure("worker"), payload[0])
             elif kind == "unwritten":
-                worker.job = None
-                raise StorageError(self.out_dir / job.pairing.filename,
-                                   f"cannot write the record of a finished pairing: {payload[0]}")
+                raise StorageError(self.out_dir / job.pending[payload[0]].filename,
+                                   f"cannot write the record of a finished pairing: {payload[1]}")
         if not worker.process.is_alive():
             worker.process.join()
             if worker.process.exitcode in STOPPED:
                 raise KeyboardInterrupt  # the worker was stopped as a run is stopped: so is the run, failing nothing
-            return self._replace(worker, *_death(worker.process.exitcode))
+            return done + self._replace(worker, *_death(worker.process.exitcode))
         if job.deadline is not None and time.monotonic() >= job.deadline:
-            return self._replace(worker, Failure("timeout"), f"timed out after {self.timeout:g} s")
-        return None
+            return done + self._replace(worker, Failure("timeout"), time_limit(self.timeout, len(job.pairings))[1])
+        return done
 
-    def _replace(self, worker: _Worker, failure: Failure, error: str) -> tuple[Pairing, Record]:
-        """Retire ``worker`` and give its pairing a failed record, unless the worker wrote one before it died."""
+    def _replace(self, worker: _Worker, failure: Failure, error: str) -> list[tuple[Pairing, Record]]:
+        """Retire ``worker`` and give each pairing it had not reported a failed record, unless the worker wrote
+        that pairing's record before it died."""
         job = worker.job
         assert job is not None
         self._retire(worker)
-        path = self.out_dir / job.pairing.filename
-        self._discard_partial(job.pairing)
-        if signature(path) != job.record_before:
-            try:
-                return job.pairing, load_record(path)
-            except RecordError:
-                pass
-        outcome = Outcome(job.started_at, time.perf_counter() - job.clock, error=error, failure=failure)
-        record = record_of(job.pairing, outcome, self.provenance())
-        write_record(self.out_dir, record)
-        return job.pairing, record
+        replaced = []
+        for pairing in job.pending.values():
+            path = self.out_dir / pairing.filename
+            self._discard_partial(pairing)
+            if signature(path) != job.record_before[pairing.config_hash]:
+                try:
+                    replaced.append((pairing, load_record(path)))
+                    continue
+                except RecordError:
+                    pass
+            outcome = Outcome(job.started_at, time.perf_counter() - job.clock, error=error, failure=failure)
+            record = record_of(pairing, outcome, self.provenance())
+            write_record(self.out_dir, record)
+            replaced.append((pairing, record))
+        return replaced
 
     def _discard_partial(self, pairing: Pairing) -> None:
         """Remove what a write of ``pairing``'s record cut short by a kill left (the record is whole or absent)."""
@@ -361,8 +397,8 @@ class LocalExecutor:
     def close(self, abort: bool) -> None:
         for worker in self.workers:
             worker.stop(now=abort)
-            if worker.job is not None:
-                self._discard_partial(worker.job.pairing)
+            for pairing in worker.job.pending.values() if worker.job is not None else ():
+                self._discard_partial(pairing)
         self.workers.clear()
         # A worker started when an interrupt (Ctrl-C, SIGTERM) landed between its start and its registration in
         # self.workers is known to no list; multiprocessing's exit handler would join it, and a pairing that hangs

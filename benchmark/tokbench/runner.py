@@ -8,6 +8,11 @@ without a shared file system works too. Whatever one pairing does (raise, exit,
 crash, hang past ``--timeout``) gives it a failed record and the grid goes on.
 A pairing that is not applicable gets its record without training. Each pairing
 trains under a per-pairing lock (:mod:`tokbench.locks`).
+
+With ``cells``, a worker (or Ray task) takes a whole cell, the pairings that differ only
+in the seed, and trains them as one stack (:mod:`tokbench.cells`); every promise above
+holds per pairing: each is locked, recorded and shown on its own, a pairing that another
+run holds or recorded leaves the cell, and ``--timeout`` scales with the cell's size.
 """
 from __future__ import annotations
 
@@ -20,9 +25,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from tokbench.cells import group, time_limit
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import Pairing
-from tokbench.isolation import LocalExecutor, execute, set_threads, trainer_provenance
+from tokbench.isolation import LocalExecutor, execute_cell, set_threads, trainer_provenance
 from tokbench.locks import PairingLocks
 from tokbench.outcome import Failure, Outcome, error_line, record_of
 from tokbench.results import utc_now, write_record
@@ -61,18 +67,19 @@ def plan(pairings: Sequence[Pairing], existing: Mapping[str, Record], rerun: str
 # ---- executors -------------------------------------------------------------------------------------------------------
 
 class Executor(Protocol):
-    """Runs pairings; ``wait`` blocks until at least one finished and returns each with its written record."""
+    """Runs cells of pairings (one pairing, or several that differ only in the seed), ``capacity()`` cells at a
+    time; ``wait`` blocks until at least one pairing finished and returns each with its written record."""
 
     def capacity(self) -> int: ...
-    def submit(self, pairing: Pairing) -> None: ...
+    def submit(self, *pairings: Pairing) -> None: ...
     def wait(self) -> list[tuple[Pairing, Record]]: ...
     def provenance(self) -> Mapping[str, Any]: ...
     def close(self, abort: bool) -> None: ...
 
 
-def _execute_on_ray(pairing: Pairing, commit: str | None) -> Record:
+def _execute_on_ray(pairings: Sequence[Pairing], commit: str | None) -> list[Record]:
     set_threads(DEFAULT_THREADS)  # each Ray task holds one CPU
-    return execute(pairing, trainer_provenance(commit, DEFAULT_THREADS))
+    return list(execute_cell(pairings, trainer_provenance(commit, DEFAULT_THREADS)))
 
 
 def check_ray_address(address: str) -> None:
@@ -108,14 +115,14 @@ class RayExecutor:
         except (ConnectionError, RuntimeError) as exc:
             raise StorageError(f"--ray-address {address or '(local)'}", error_line(exc)) from None
         self.remote = ray.remote(num_cpus=1, max_retries=0)(_execute_on_ray)
-        self.refs: dict[Any, tuple[Pairing, str, float]] = {}
+        self.refs: dict[Any, tuple[Sequence[Pairing], str, float]] = {}
         self._prov: dict[str, Any] | None = None
 
     def capacity(self) -> int:
         return max(1, int(self.ray.cluster_resources().get("CPU", 1)))  # re-read: clusters grow and shrink
 
-    def submit(self, pairing: Pairing) -> None:
-        self.refs[self.remote.remote(pairing, self.commit)] = (pairing, utc_now(), time.perf_counter())
+    def submit(self, *pairings: Pairing) -> None:
+        self.refs[self.remote.remote(pairings, self.commit)] = (pairings, utc_now(), time.perf_counter())
 
     def provenance(self) -> Mapping[str, Any]:
         if self._prov is None:
@@ -124,36 +131,36 @@ class RayExecutor:
 
     def wait(self) -> list[tuple[Pairing, Record]]:
         while True:
-            remaining = None
-            if self.timeout is not None:
-                oldest = min(clock for _, _, clock in self.refs.values())
-                remaining = max(0.0, oldest + self.timeout - time.perf_counter())
+            limits = {ref: time_limit(self.timeout, len(pairings)) for ref, (pairings, _, _) in self.refs.items()
+                      } if self.timeout is not None else {}
+            deadlines = {ref: self.refs[ref][2] + limit for ref, (limit, _) in limits.items()}
+            remaining = max(0.0, min(deadlines.values()) - time.perf_counter()) if deadlines else None
             ready, _ = self.ray.wait(list(self.refs), num_returns=1, timeout=remaining)
-            finished = [self._finished(ref) for ref in ready]
-            if self.timeout is not None:
-                late = [ref for ref, (_, _, clock) in self.refs.items()
-                        if time.perf_counter() - clock >= self.timeout]
-                for ref in late:
+            finished = [done for ref in ready for done in self._finished(ref)]
+            for ref, deadline in deadlines.items():
+                if ref in self.refs and time.perf_counter() >= deadline:
                     self.ray.cancel(ref, force=True)
-                    finished.append(self._failed(ref, Failure("timeout"), f"timed out after {self.timeout:g} s"))
+                    finished += self._failed(ref, Failure("timeout"), limits[ref][1])
             if finished:
                 return finished
 
-    def _finished(self, ref: Any) -> tuple[Pairing, Record]:
+    def _finished(self, ref: Any) -> list[tuple[Pairing, Record]]:
         try:
-            record = self.ray.get(ref)
-        except Exception as exc:  # noqa: BLE001 - a lost node or worker fails this pairing only
+            records = self.ray.get(ref)
+        except Exception as exc:  # noqa: BLE001 - a lost node or worker fails this cell only
             return self._failed(ref, Failure("worker"), error_line(exc))
-        pairing, _, _ = self.refs.pop(ref)
-        write_record(self.out_dir, record)
-        return pairing, record
+        pairings, _, _ = self.refs.pop(ref)
+        for record in records:
+            write_record(self.out_dir, record)
+        return list(zip(pairings, records))
 
-    def _failed(self, ref: Any, failure: Failure, error: str) -> tuple[Pairing, Record]:
-        pairing, started_at, clock = self.refs.pop(ref)
+    def _failed(self, ref: Any, failure: Failure, error: str) -> list[tuple[Pairing, Record]]:
+        pairings, started_at, clock = self.refs.pop(ref)
         outcome = Outcome(started_at, time.perf_counter() - clock, error=error, failure=failure)
-        record = record_of(pairing, outcome, self.provenance())
-        write_record(self.out_dir, record)
-        return pairing, record
+        records = [record_of(pairing, outcome, self.provenance()) for pairing in pairings]
+        for record in records:
+            write_record(self.out_dir, record)
+        return list(zip(pairings, records))
 
     def close(self, abort: bool) -> None:
         for ref in self.refs if abort else ():
@@ -180,15 +187,17 @@ class Progress(Protocol):
 
 
 def run_grid(pairings: Sequence[Pairing], executor: Executor, progress: Progress,
-             locks: PairingLocks) -> list[Record]:
-    """Run every pairing, at most ``executor.capacity()`` at a time; returns the records in finishing order.
+             locks: PairingLocks, cells: bool = False) -> list[Record]:
+    """Run every pairing, at most ``executor.capacity()`` cells at a time; returns the records in finishing order.
 
-    Pairings are handed out one by one as slots free up, so what is in flight is
-    exactly what is running, and a killed run leaves no long queue behind. A
-    pairing that another run is training waits; one that another run recorded
-    meanwhile is not trained again.
+    A cell is one pairing, or with ``cells`` the pairings that differ only in the seed (:func:`tokbench.cells.group`),
+    trained together in one worker. Cells are handed out one by one as slots free up, so what is in flight is
+    exactly what is running, and a killed run leaves no long queue behind. A pairing that another run is
+    training waits (with the others of its cell that wait); one that another run recorded meanwhile is not
+    trained again.
     """
-    queue, in_flight, produced = deque(pairings), 0, []
+    queue, in_flight, produced = deque(group(pairings, cells)), 0, []
+    unfinished: dict[str, set[str]] = {}  # a pairing in flight -> the config hashes of its cell still in flight
 
     def finish(pairing: Pairing, record: Record) -> None:
         locks.release(pairing)
@@ -197,28 +206,38 @@ def run_grid(pairings: Sequence[Pairing], executor: Executor, progress: Progress
 
     try:
         while queue or in_flight:
-            busy = []
+            waiting = []
             while queue and in_flight < executor.capacity():
-                pairing = queue.popleft()
-                claim = locks.claim(pairing)
-                reason = pairing.not_applicable
-                if claim.state == "busy":
-                    busy.append(pairing)
-                elif claim.state == "taken":
-                    assert claim.record is not None
-                    progress.taken(pairing, claim.record)
-                    produced.append(claim.record)
-                elif reason is not None:
-                    outcome = Outcome(utc_now(), 0.0, not_applicable=reason)
-                    finish(pairing, _written(locks.out_dir, record_of(pairing, outcome, executor.provenance())))
-                else:
-                    executor.submit(pairing)
-                    progress.started(pairing)
+                claimed, busy = [], []
+                for pairing in queue.popleft():
+                    claim = locks.claim(pairing)
+                    reason = pairing.not_applicable
+                    if claim.state == "busy":
+                        busy.append(pairing)
+                    elif claim.state == "taken":
+                        assert claim.record is not None
+                        progress.taken(pairing, claim.record)
+                        produced.append(claim.record)
+                    elif reason is not None:
+                        outcome = Outcome(utc_now(), 0.0, not_applicable=reason)
+                        finish(pairing, _written(locks.out_dir, record_of(pairing, outcome, executor.provenance())))
+                    else:
+                        claimed.append(pairing)
+                if busy:
+                    waiting.append(busy)
+                if claimed:
+                    executor.submit(*claimed)
                     in_flight += 1
-            queue.extendleft(reversed(busy))
+                    cell = {p.config_hash for p in claimed}
+                    for pairing in claimed:
+                        progress.started(pairing)
+                        unfinished[pairing.config_hash] = cell
+            queue.extendleft(reversed(waiting))
             if in_flight:
                 for pairing, record in executor.wait():
-                    in_flight -= 1
+                    cell = unfinished.pop(pairing.config_hash)
+                    cell.discard(pairing.config_hash)
+                    in_flight -= not cell
                     finish(pairing, record)
             elif queue:
                 time.sleep(LOCK_POLL_SECONDS)  # every pairing left is being trained by another run

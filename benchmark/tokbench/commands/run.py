@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from tokbench import adaptive
+from tokbench import adaptive, cells
 from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, left_out, limit_line,
@@ -96,7 +96,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="torch intra-op threads per pairing, recorded in each record's provenance (default: "
                      "%(default)s, so numbers do not depend on --jobs, resuming or the machine's cores)")
     run.add_argument("--timeout", type=seconds, metavar="SECONDS",
-                     help="stop a pairing that runs longer and record it as failed (default: no limit)")
+                     help="stop a pairing that runs longer and record it as failed (default: no limit); a cell of "
+                     "N pairings trained together (--cells) gets N times this")
+    run.add_argument("--cells", choices=cells.MODES, default="auto",
+                     help="train the pairings that differ only in the seed together, in one worker, as one stack of "
+                     "replicas: always (seeds), never (off), or where torch sees a GPU (auto, the default: on CPUs "
+                     "a stack is no faster and would hold one --jobs slot for all its seeds); each pairing still "
+                     "gets its own record, the one it gets alone")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
                      help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
     run.add_argument("--ray-address", metavar="ADDR",
@@ -210,11 +216,14 @@ def _train(args: argparse.Namespace, todo: list[Pairing], existing: Mapping[str,
         # reader of a pipe would wait for it to notice that the parent left (20-55 s under load).
         start_server()
     locks = PairingLocks(args.out, existing)
+    together = cells.seeds_together(args.cells)
+    if together and (count := len(cells.group(todo, together))) < len(todo):
+        headline += f", as {count} cells of seeds trained together,"
     print(f"tokbench: {headline} into {args.out}/", file=sys.stderr)
     executor = make_executor(args.executor, args.out, git_commit(), _jobs(args), len(todo), args.threads,
                              args.timeout, args.ray_address)
     with make_progress(todo, console, args.quiet) as progress:
-        return {record["config_hash"]: record for record in run_grid(todo, executor, progress, locks)}
+        return {record["config_hash"]: record for record in run_grid(todo, executor, progress, locks, together)}
 
 
 def _plugins_note(args: argparse.Namespace, suite: Any, grid: list[Pairing]) -> str:

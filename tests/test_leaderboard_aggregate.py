@@ -145,3 +145,11 @@ def test_loss_metrics_are_columns_and_excess_loss_carries_its_standard_error():
     assert excess.mean == pytest.approx(0.11)
     assert excess.width == pytest.approx(2 * 1.959964 * 0.01 / 3 ** 0.5, rel=1e-4)  # the standard error, as a floor
     assert cell.metrics["loss"].width == 0.0  # no known evaluation error for a plain loss: seeds alone
+
+
+def test_a_section_from_several_devices_says_how_many_records_each_made():
+    recs = seeds(3, [0.5, 0.6, 0.7])
+    assert "on cpu." in notes.provenance(build(recs))  # one device: named, no counts
+    recs[2]["provenance"]["device"] = "cuda (NVIDIA H200)"
+    for line in (notes.provenance(build(recs)), notes.provenance_summary(build(recs))):
+        assert "on cpu (2 records), cuda (NVIDIA H200) (1 record)." in line

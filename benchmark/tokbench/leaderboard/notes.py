@@ -333,8 +333,11 @@ def _environment(board: Leaderboard, values: Mapping[str, Counter[str]]) -> str:
     def joined(key: str) -> str:
         return ", ".join(sorted(values[key]))
 
+    devices = values["device"]
+    # a section trained on several devices says how many records each made (verify compares across them)
+    on = joined("device") if len(devices) < 2 else ", ".join(f"{d} ({n} record{'s' * (n != 1)})" for d, n in sorted(devices.items()))
     return (f"{board.record_count()} run records, tokbench {joined('tokbench_version')}, torch {joined('torch')}, "
-            f"Lightning {joined('lightning')}, Python {joined('python')}, on {joined('device')}.")
+            f"Lightning {joined('lightning')}, Python {joined('python')}, on {on}.")
 
 
 def _checked(stamps: Sequence[Mapping[str, Any]]) -> str:

@@ -8,6 +8,8 @@ from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.views import detail_table, main_table, measure_text, training_table
 
+GD_TARGET = {"optimizer": "gd", "lr": 1.0, "batch_size": 0, "lr_grid": [], "target": 0.995}
+
 DET = {"K": 6, "laps": 2, "train_size": 100, "val_size": 100, "test_size": 100}
 GD_NONE = {"optimizer": "adam", "lr": 0.0, "steps": 0, "batch_size": 0, "lr_grid": []}
 
@@ -153,3 +155,18 @@ def test_a_section_from_several_devices_says_how_many_records_each_made():
     recs[2]["provenance"]["device"] = "cuda (NVIDIA H200)"
     for line in (notes.provenance(build(recs)), notes.provenance_summary(build(recs))):
         assert "on cpu (2 records), cuda (NVIDIA H200) (1 record)." in line
+
+
+def test_the_detail_table_says_how_many_seeds_solved_their_task_where_they_trained_to_a_target():
+    untargeted = build(seeds(2, [0.5, 0.6]))
+    assert "solved (stopped at the target)" not in detail_table(untargeted, untargeted.columns[0]).headers
+    train = {**GD_TARGET, "steps": 10000}
+    recs = seeds(3, [0.99, 0.98, 0.7], train=train)
+    for rec, why in zip(recs, ("target", "target", "cap")):
+        rec["train"]["stopped_because"] = why
+    board = build(recs)
+    (cell,) = board.cells.values()
+    assert cell.solved == (2, 3)
+    detail = detail_table(board, board.columns[0])
+    column = detail.headers.index("solved (stopped at the target)")
+    assert detail.rows[0][column] == "2/3"

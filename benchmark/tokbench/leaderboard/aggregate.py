@@ -157,6 +157,15 @@ class Cell:
         notes = [r["adaptive"] for r in self.ok + self.failed if r.get("adaptive")]
         return notes[-1] if notes else None
 
+    @property
+    def solved(self) -> tuple[int, int] | None:
+        """How many of the seeds trained towards a target stopped there (solved their task), and of how many;
+        None when no seed had a target."""
+        aimed = [r for r in self.ok if (r.get("train") or {}).get("target") and (r.get("train") or {}).get("steps")]
+        if not aimed:
+            return None
+        return sum(r["train"].get("stopped_because") == "target" for r in aimed), len(aimed)
+
     def values(self, metric: str) -> list[float]:
         """The per-seed values of ``metric`` (seeds where it is null are left out)."""
         return [r["metrics"][metric] for r in self.ok if r["metrics"].get(metric) is not None]

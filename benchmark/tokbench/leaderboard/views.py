@@ -167,14 +167,17 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     metrics = ["accuracy", *(m for m in other_splits if m in present), *board.diagnostics(column)]
     with_lr = any(cell.chosen_lrs for cell in cells)
     with_stop = any(cell.adaptive for cell in cells)
-    headers = ["model", "seeds", *(["seeds stopped"] if with_stop else []), "failed", f"accuracy ({column.eval_split})",
+    with_solved = any(cell.solved for cell in cells)
+    headers = ["model", "seeds", *(["seeds stopped"] if with_stop else []),
+               *(["solved (stopped at the target)"] if with_solved else []), "failed", f"accuracy ({column.eval_split})",
                *metrics[1:], "untrained_accuracy",
                *(["lr (chosen on val)"] if with_lr else []), "steps", "final_loss", "seconds"]
     rows: list[list[Value]] = []
     for cell in cells:
         lrs = ["/".join(f"{lr:g}" for lr in cell.chosen_lrs)] if with_lr else []
         stop = [(cell.adaptive or {}).get("stopped", "")] if with_stop else []
-        rows.append([row_header(cell.row), seeds_text(cell.seeds), *stop, Number(len(cell.failed), "d"),
+        solved = ["{}/{}".format(*cell.solved) if cell.solved else ""] if with_solved else []
+        rows.append([row_header(cell.row), seeds_text(cell.seeds), *stop, *solved, Number(len(cell.failed), "d"),
                      *(_metric(cell, m) for m in metrics), Measure(cell.untrained), *lrs,
                      *(Number(s.mean if s else None, spec) for s, spec in
                        ((cell.steps, ".0f"), (cell.final_loss, ".4g"), (cell.wall_seconds, ".1f")))])

@@ -16,6 +16,7 @@ Lightning loggers, your own Lightning callbacks and per-sample outputs are argum
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,8 @@ def run(tasks: Sequence[str] = (), models: Sequence[str] = (), *, suite: str | N
     ``"tensorboard"``, ``"wandb"``; default: the suite's ``[outputs]``) log each pairing's training under
     ``out/logs/``, at optimiser steps; ``callbacks`` are Lightning callbacks added to every Trainer (picklable:
     they run in the worker processes); ``log_samples`` writes each evaluation sequence's outputs beside its
-    record (:mod:`tokbench.outputs`).
+    record (:mod:`tokbench.outputs`). A plugin of an older contract gets one :class:`tokbench.compat.ContractWarning`
+    per change its author should make, once per call.
     """
     start_server()
     reg = registry()
@@ -59,6 +61,10 @@ def run(tasks: Sequence[str] = (), models: Sequence[str] = (), *, suite: str | N
     existing = load_records(folder).records
     todo = plan(grid, existing, rerun)
     if todo:
+        from tokbench.compat import ContractWarning, contract_notes
+
+        for line in contract_notes(todo):  # by this process, once per run: the workers say nothing
+            warnings.warn(line, ContractWarning, stacklevel=2)
         folder.mkdir(parents=True, exist_ok=True)
         executor = make_executor("local", folder, git_commit(), jobs, len(todo), threads)
         console = Console(quiet=not verbose)

@@ -23,7 +23,10 @@ the recipe's target or plateau; the others go on. There is no other loop.
 
 Scoring follows the task (contract v2): a model's logits are first aligned to
 the task's labels (:func:`align`), then the loss, the accuracy and every
-diagnostic are computed over the labelled positions only.
+diagnostic are computed over the labelled positions only. A task or model of an older
+contract is run through the wrappers of :mod:`tokbench.compat` (:func:`run_cell`,
+:func:`train_replicas` and :func:`evaluate_setting` wrap what they are given or build), and
+the plugin's own objects are left as they were created.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
+from tokbench.compat import adapt_model, adapt_task
 from tokbench.errors import NotApplicable, ParamError
 from tokbench.metrics import (agreement, argmax_predictions, attention_metric, chance_accuracy, expected_accuracy,
                               prediction_accuracy, sequence_accuracy)
@@ -583,10 +587,11 @@ def train_replicas(
     ``plan`` order; one whose loss became non-finite has its ``error`` set, and the others went on. Models
     without trainable parameters (or ``steps = 0``) are built and fitted, not trained.
     """
+    task = adapt_task(task)  # an older contract's task and models run through the adapter's wrappers
     replicas = []
     for index, (recipe, seed) in enumerate(plan):
         torch.manual_seed(derive_seed(seed, "init"))
-        model = model_spec.build(model_params, task)
+        model = adapt_model(model_spec.build(model_params, task), model_spec)
         model.fit(data[seed].train)
         replicas.append(Replica(model, recipe, seed, index=index))
     trainable = [r for r in replicas
@@ -698,6 +703,7 @@ def run_cell(
     share of the cell's splits and training (divided equally among the seeds) plus its own evaluation.
     """
     started = time.perf_counter()
+    task = adapt_task(task)
     names = dict.fromkeys(("train", "val", task.eval_split))
     splits = {seed: {name: task.make_split(name, seed) for name in names} for seed in seeds}
     candidates = recipe.candidates()
@@ -802,11 +808,11 @@ def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overr
         reason = task.spec.evaluation_note or (f"{task.spec.name} is not evaluated at other values of "
                                                f"{', '.join(undeclared)} (not among its evaluation axes)")
         return {**entry, "status": "not_applicable", "reason": reason}
-    setting = task.spec.create({**task.params, **overrides})
+    setting = adapt_task(task.spec.create({**task.params, **overrides}))
     if setting.context_length != task.context_length and model_spec.fixed_length:
         return {**entry, "status": "not_applicable", "reason": model_spec.fixed_length}
     if model_spec.oracle:
-        model = model_spec.build(model_params, setting)
+        model = adapt_model(model_spec.build(model_params, setting), model_spec)
     generator = torch.Generator().manual_seed(derive_seed(seed, "data:test:" + canonical_json(dict(overrides))))
     split = setting.generate(setting.split_size("test"), generator)
     try:

@@ -19,8 +19,9 @@ module declares the contract it was written for with a module attribute::
     TOKBENCH_CONTRACT = 2
 
 A module without it was written before the contract had a number: it is taken as
-contract 1 and runs through the adapter of :mod:`tokbench.compat`, which warns once
-per change its author should make. A module declaring a contract this tokbench does
+contract 1 and runs through the adapter of :mod:`tokbench.compat` (its own code still
+sees contract 1); ``tokbench run`` says once per run, before training, each change its
+author should make. A module declaring a contract this tokbench does
 not know is refused at load with one line (see CONTRIBUTING.md, "Migrating to
 contract 2").
 """
@@ -42,6 +43,8 @@ CONTRACT = 2
 OLDEST_CONTRACT = 1
 #: The module attribute in which a plugin declares its contract.
 CONTRACT_ATTRIBUTE = "TOKBENCH_CONTRACT"
+#: Where a plugin's author reads what changed and how to migrate.
+MIGRATION = "CONTRIBUTING.md#migrating-to-contract-2"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 

@@ -47,7 +47,6 @@ from typing import Any
 import pluggy
 
 from tokbench import hookspecs
-from tokbench.compat import MIGRATION
 from tokbench.errors import PluginConflictError, UsageError, did_you_mean, unknown_name
 from tokbench.results import check_name
 from tokbench.specs import ModelSpec, TaskSpec
@@ -199,13 +198,13 @@ def _contract(plugin: object) -> int:
     declared = getattr(plugin, hookspecs.CONTRACT_ATTRIBUTE, hookspecs.OLDEST_CONTRACT)
     if isinstance(declared, bool) or not isinstance(declared, int):
         raise ValueError(f"{hookspecs.CONTRACT_ATTRIBUTE} = {reprlib.repr(declared)} is not a contract number; "
-                         f"declare {hookspecs.CONTRACT_ATTRIBUTE} = {hookspecs.CONTRACT} (see {MIGRATION})")
+                         f"declare {hookspecs.CONTRACT_ATTRIBUTE} = {hookspecs.CONTRACT} (see {hookspecs.MIGRATION})")
     if declared > hookspecs.CONTRACT:
         raise ValueError(f"written for contract {declared}, this tokbench serves contracts "
                          f"{hookspecs.OLDEST_CONTRACT} to {hookspecs.CONTRACT}: upgrade tokbench")
     if declared < hookspecs.OLDEST_CONTRACT:
         raise ValueError(f"written for contract {declared}, no longer served; migrate it to contract "
-                         f"{hookspecs.CONTRACT} (see {MIGRATION})")
+                         f"{hookspecs.CONTRACT} (see {hookspecs.MIGRATION})")
     return declared
 
 
@@ -329,8 +328,8 @@ def load_registry(
             continue
         if info.contract < hookspecs.CONTRACT:
             notes.append(f"plugin {ep.name!r} ({info.distribution}) declares no {hookspecs.CONTRACT_ATTRIBUTE}: it "
-                         f"runs as contract {info.contract} through an adapter that warns what to change; see "
-                         f"{MIGRATION}")
+                         f"runs as contract {info.contract} through an adapter, and tokbench run names each change to make; see "
+                         f"{hookspecs.MIGRATION}")
         unknown = _unknown_hooks(manager, plugin)
         if unknown:
             hint = "".join(did_you_mean(u, _HOOKS) for u in unknown)

@@ -222,6 +222,10 @@ class _Spec:
         """Validated parameters: ``given`` over the declared defaults."""
         return resolve(self.params, given or {}, f"{self.kind} {self.name!r}")
 
+    def implementation_class(self) -> type:
+        """The class ``implementation`` names, imported."""
+        return _import(self.implementation)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -266,14 +270,10 @@ class TaskSpec(_Spec):
                 raise ValueError(f"task {self.name!r}: {what} names undeclared parameters {unknown}")
 
     def create(self, given: Mapping[str, Any] | None = None) -> Task:
-        """Import the implementation and instantiate it with validated parameters (an older contract's
-        task through the adapter of :mod:`tokbench.compat`)."""
-        task = _import(self.implementation)(self, self.resolve(given))
-        if self.contract < CONTRACT:
-            from tokbench.compat import adapt_task
-
-            adapt_task(task)
-        return task
+        """Import the implementation and instantiate it with validated parameters: the plugin's own object, which
+        the host runs through :func:`tokbench.compat.adapt_task` (a wrapper where the plugin is of an older
+        contract; the object itself is left as created)."""
+        return self.implementation_class()(self, self.resolve(given))
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "scoring": self.scoring, "difficulty": list(self.difficulty),
@@ -318,14 +318,10 @@ class ModelSpec(_Spec):
         return None
 
     def build(self, params: Mapping[str, Any], task: Task) -> TokenModel:
-        """Import the implementation and build the torch module for ``task`` (an older contract's model
-        through the adapter of :mod:`tokbench.compat`)."""
-        model = _import(self.implementation)(dict(params), task)
-        if self.contract < CONTRACT:
-            from tokbench.compat import adapt_model
-
-            adapt_model(model)
-        return model
+        """Import the implementation and build the torch module for ``task``: the plugin's own object, which the
+        host runs through :func:`tokbench.compat.adapt_model` (a wrapper where the plugin is of an older contract;
+        the module itself is left as built)."""
+        return self.implementation_class()(dict(params), task)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "recipe": self.recipe.to_json(), "predicts": self.predicts,

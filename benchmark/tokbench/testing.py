@@ -137,11 +137,26 @@ def small_params(spec: TaskSpec) -> dict[str, Any]:
     return sizes
 
 
+def hosted_task(spec: TaskSpec, given: dict[str, Any] | None = None) -> Task:
+    """The task of ``spec`` at ``given`` as tokbench runs it: the checks are of what the host sees (an older
+    contract's task through the adapter's wrapper, :func:`tokbench.compat.adapt_task`)."""
+    from tokbench.compat import adapt_task
+
+    return adapt_task(spec.create(given))
+
+
+def hosted_model(spec: ModelSpec, params: dict[str, Any], task: Task) -> TokenModel:
+    """The model of ``spec`` as tokbench runs it (:func:`tokbench.compat.adapt_model`)."""
+    from tokbench.compat import adapt_model
+
+    return adapt_model(spec.build(params, task), spec)
+
+
 @cache
 def small_task(name: str) -> Task:
-    """The registered task ``name`` with its split sizes shrunk (see :func:`small_params`)."""
+    """The registered task ``name`` with its split sizes shrunk (see :func:`small_params`), as the host runs it."""
     spec = registry().task(name)
-    return spec.create(small_params(spec))
+    return hosted_task(spec, small_params(spec))
 
 
 @cache
@@ -156,7 +171,7 @@ def build(model_name: str, task_name: str) -> tuple[TokenModel, Split]:
     train = task.make_split("train", 0)
     torch.manual_seed(0)
     try:
-        model = spec.build(spec.resolve(), task)
+        model = hosted_model(spec, spec.resolve(), task)
     except (UsageError, NotApplicable) as exc:  # a declared incompatibility, e.g. a vocabulary larger than the embedding
         pytest.skip(f"model {model_name!r} refuses task {task_name!r}: {exc}")
     model.fit(train)
@@ -257,7 +272,7 @@ def bayes_samples(task_name: str) -> list[tuple[str, Task, Split]]:
     samples = [("", task, task.generate(BAYES_SAMPLES, torch.Generator().manual_seed(12345)))]
     for given in declared_settings(spec):
         try:
-            task = spec.create({**small_params(spec), **given})
+            task = hosted_task(spec, {**small_params(spec), **given})
             samples.append((f" at {given}", task, task.make_split("test", 0)))
         except UsageError:
             continue  # ruled out by the task's validate(), or no data can be drawn (said in one line)
@@ -362,7 +377,7 @@ class TaskConformance(_Conformance):
         spec = registry().task(task_name)
         for given in declared_settings(spec):
             try:
-                task = spec.create({**small_params(spec), **given})
+                task = hosted_task(spec, {**small_params(spec), **given})
                 split = task.make_split("test", 0)
             except UsageError:
                 continue  # ruled out by the task's validate(), or no data can be drawn (said in one line)
@@ -443,7 +458,7 @@ class ModelConformance(_Conformance):
         for given in declared_settings(spec):
             torch.manual_seed(0)
             try:
-                model = spec.build(spec.resolve(given), task)
+                model = hosted_model(spec, spec.resolve(given), task)
             except (ParamError, NotApplicable):
                 continue  # a combination the model rules out for this task, e.g. d not a multiple of heads
             check_forward(model, task, tokens, spec.predicts, f" at {given}")

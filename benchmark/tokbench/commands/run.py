@@ -281,10 +281,21 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
+    said: set[str] = set()
+
+    def train(pairings: list[Pairing], headline: str) -> dict[str, Any]:
+        from tokbench.compat import contract_notes  # torch: imported by the plan already
+
+        for line in contract_notes(pairings):  # by this process, once per run; the workers say nothing
+            if line not in said:
+                said.add(line)
+                print(f"tokbench: warning: {line}", file=sys.stderr)
+        return _train(args, pairings, loaded.records, headline, console)
+
     if todo:
         headline = f"{len(todo)} of {len(grid)} pairings to run from {suite.origin}{_plugins_note(args, suite, grid)}"
         try:
-            finished.update(_train(args, todo, loaded.records, headline, console))
+            finished.update(train(todo, headline))
         except KeyboardInterrupt:
             print(f"tokbench: interrupted; every pairing that finished has its record in {args.out}/; "
                   "run the same command again to resume", file=sys.stderr)
@@ -292,9 +303,8 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"tokbench: all {len(grid)} pairings already have records in {args.out}/ (see --rerun)", file=sys.stderr)
     if goal is not None:
-        grid = adaptive.run_until(grid, finished, loaded.records, goal, lambda more: _train(
-            args, more, loaded.records, f"{len(more)} more seeds for cells wider than ±{goal.half_width:g}", console),
-            args.out, args.rerun)
+        grid = adaptive.run_until(grid, finished, loaded.records, goal, lambda more: train(
+            more, f"{len(more)} more seeds for cells wider than ±{goal.half_width:g}"), args.out, args.rerun)
 
     records = [finished[p.config_hash] for p in grid]
     print_summary(records, console)

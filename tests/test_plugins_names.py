@@ -114,3 +114,52 @@ def test_an_entry_point_name_that_cannot_head_a_file_name_is_refused_and_the_res
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     records = [json.loads(p.read_text()) for p in out.glob("*.json")]
     assert len(records) == 6 and all(r["status"] == "ok" for r in records)
+
+
+def _legacy(path: Path) -> Path:
+    """``path`` renamed to the name an older version wrote: the qualified name's ':' kept."""
+    rec = json.loads(path.read_text())
+    return path.rename(path.with_name(record_filename(rec["task"], rec["model"], rec["config_hash"], portable=False)))
+
+
+def test_writing_a_record_removes_the_file_of_the_same_pairing_under_its_older_name(tmp_path):
+    first = record(model="dup:linear-attention")
+    legacy = _legacy(write_record(tmp_path, first))
+    assert ":" in legacy.name
+    again = record(model="dup:linear-attention", accuracy=0.5)
+    written = write_record(tmp_path, again)
+    assert [p.name for p in tmp_path.iterdir()] == [written.name] and ":" not in written.name
+    assert load_record(written)["metrics"]["accuracy"] == 0.5
+
+    # a failed rerun keeps the finished record, under whichever name it has
+    legacy = _legacy(written)
+    failed = record(model="dup:linear-attention", error="RuntimeError: boom")
+    assert write_record(tmp_path, failed) == legacy and [p.name for p in tmp_path.iterdir()] == [legacy.name]
+    # a finished one replaces a failed one, and its older file goes
+    legacy.unlink()
+    _legacy(write_record(tmp_path, failed))
+    written = write_record(tmp_path, again)
+    assert [p.name for p in tmp_path.iterdir()] == [written.name]
+
+
+def test_a_file_under_the_older_name_that_is_no_record_is_left_alone(tmp_path):
+    rec = record(model="dup:linear-attention")
+    corrupt = tmp_path / record_filename(rec["task"], rec["model"], rec["config_hash"], portable=False)
+    corrupt.write_text("{not json")
+    written = write_record(tmp_path, rec)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([written.name, corrupt.name])
+
+
+def test_rerun_all_leaves_one_file_per_pairing_where_an_older_version_wrote_a_colon(cli, plugin_site, tmp_path):
+    suite = write_suite(tmp_path, CLASH_SUITE.replace('"linear-attention", "uniform", ', ""))
+    env = plugin_site(dup="duplicate_model")
+    out = tmp_path / "runs"
+    assert cli("run", "--suite", str(suite), "--out", str(out), "-q", env=env).returncode == 0
+    (path,) = out.glob("*.json")
+    legacy = _legacy(path)
+    before = json.loads(legacy.read_text())["provenance"]["started_at"]
+    result = cli("run", "--suite", str(suite), "--out", str(out), "-q", "--rerun", "all", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (rerun,) = out.glob("*.json")  # the new file only, not the old one beside it
+    assert rerun.name == path.name and ":" not in rerun.name and not legacy.exists()
+    assert json.loads(rerun.read_text())["provenance"]["started_at"] >= before

@@ -156,7 +156,9 @@ def clean(obj: Any) -> Any:
 
 
 def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
-    """Write ``record`` atomically into ``directory`` under its canonical file name.
+    """Write ``record`` atomically into ``directory`` under its canonical file name; the record of the same pairing
+    under the name an older version wrote (with a qualified name's ``:``, :func:`record_filename`) is removed once the
+    new file is in place, so that a rerun leaves one file per pairing.
 
     A record there of a newer schema version is never replaced (:class:`RecordError`), even
     when it appeared after the run planned. A failed record never replaces a finished one
@@ -164,18 +166,24 @@ def write_record(directory: Path, record: Mapping[str, Any]) -> Path:
     caller reports the failure from the record it holds.
     """
     validate(record)
-    path = directory / record_filename(record["task"], record["model"], record["config_hash"])
-    try:
-        existing = load_record(path)
-    except RecordError as exc:
-        if exc.newer_hash is not None:
-            raise RecordError(path, f"{exc.reason}; not overwritten") from None
-    except StorageError:
-        pass  # nothing there yet (or unreadable): the write itself reports what matters
-    else:
+    names = dict.fromkeys(record_filename(record["task"], record["model"], record["config_hash"], portable)
+                          for portable in (True, False))
+    path, *older = (directory / name for name in names)
+    replaced = []
+    for candidate in (path, *older):
+        try:
+            existing = load_record(candidate)
+        except RecordError as exc:
+            if exc.newer_hash is not None:
+                raise RecordError(candidate, f"{exc.reason}; not overwritten") from None
+            continue  # nothing there yet, or not a record (left as it is where the name is an older one)
+        except StorageError:
+            continue  # unreadable: the write itself reports what matters
         if record["status"] == "failed" and existing["status"] != "failed":
-            return path
-    return atomic_write(path, json.dumps(record, indent=1, allow_nan=False) + "\n")
+            return candidate
+        if candidate != path:
+            replaced.append(candidate)
+    return atomic_write(path, json.dumps(record, indent=1, allow_nan=False) + "\n", replaces=replaced)
 
 
 # ---- validation -------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from tokbench.errors import StorageError
@@ -41,8 +42,10 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write(path: Path, data: str | bytes) -> Path:
-    """Write ``data`` (text as UTF-8) to ``path`` atomically, creating the parent folder."""
+def atomic_write(path: Path, data: str | bytes, replaces: Sequence[Path] = ()) -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` atomically, creating the parent folder; then remove each file of
+    ``replaces`` (the same content under an older name, such as a file name with a ``:``), only once the new file
+    is in place: an interrupted write leaves the old file or both, never neither."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,6 +64,12 @@ def atomic_write(path: Path, data: str | bytes) -> Path:
         if isinstance(exc, OSError):
             raise StorageError(path, exc.strerror or str(exc)) from None
         raise
+    for older in replaces:
+        if older != path:
+            try:
+                older.unlink(missing_ok=True)
+            except OSError as exc:
+                raise StorageError.from_os(exc, older) from None
     return path
 
 

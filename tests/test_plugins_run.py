@@ -76,6 +76,63 @@ def test_loggers_and_callbacks_through_the_api(tmp_path):
         assert not (tmp_path / "w").exists()
 
 
+def _installed(*packages: str) -> bool:
+    return any(importlib.util.find_spec(package) is not None for package in packages)
+
+
+TENSORBOARD_MISSING = not _installed("tensorboard", "tensorboardX")
+TENSORBOARD_REASON = ("neither tensorboard nor tensorboardX is installed: Lightning's TensorBoardLogger writes with "
+                      "either (pip install tensorboard)")
+
+
+@pytest.mark.parametrize("logger", [
+    pytest.param("tensorboard", marks=pytest.mark.skipif(not TENSORBOARD_MISSING, reason="tensorboard or tensorboardX is installed")),
+    pytest.param("wandb", marks=pytest.mark.skipif(_installed("wandb"), reason="wandb is installed")),
+])
+def test_a_logger_whose_package_is_missing_is_one_usage_line_before_any_work(cli, tmp_path, logger):
+    out = tmp_path / "runs"
+    result = cli("run", "--task", "random-walk", "--model", "uniform", "--logger", logger, "--out", str(out))
+    assert result.returncode == 2 and result.stdout == "" and not out.exists()
+    assert result.stderr.splitlines() == [
+        f"tokbench: error: logger {logger!r} needs the {logger} package, which is not installed: pip install {logger}"
+        f"{' (or tensorboardX)' if logger == 'tensorboard' else ''}; csv needs nothing more"]
+
+
+def _scalar_steps(files: list, tag: str) -> list[int]:
+    """The steps of the scalar ``tag`` in TensorBoard event files (TFRecord framing: length, its CRC, the Event
+    protocol buffer, its CRC), read with whichever of tensorboard and tensorboardX is installed."""
+    import struct
+
+    try:
+        from tensorboard.compat.proto.event_pb2 import Event
+    except ImportError:
+        from tensorboardX.proto.event_pb2 import Event
+
+    steps = []
+    for path in files:
+        data = path.read_bytes()
+        offset = 0
+        while offset < len(data):
+            (length,) = struct.unpack("<Q", data[offset:offset + 8])
+            event = Event.FromString(data[offset + 12:offset + 12 + length])
+            offset += 12 + length + 4
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return sorted(steps)
+
+
+@pytest.mark.skipif(TENSORBOARD_MISSING, reason=TENSORBOARD_REASON)
+def test_a_tensorboard_log_counts_optimiser_steps(cli, tmp_path):
+    result = cli("run", "--task", "random-walk", "--model", "attn-rope", "--seeds", "1", "--set", *TINY,
+                 "train.steps=25", "--logger", "tensorboard", "--out", str(tmp_path), "-q")
+    assert result.returncode == 0, result.stderr[-2000:]
+    (path,) = tmp_path.glob("*.json")
+    record = json.loads(path.read_text())
+    files = list((tmp_path / "logs" / path.name.removesuffix(".json")).glob("version_*/events.out.tfevents.*"))
+    assert files, list(tmp_path.rglob("*"))
+    # one point per optimiser step, as the record's curve has (Lightning's own steps are blocks of them)
+    assert _scalar_steps(files, "train_loss") == list(range(25)) == record["curve"]["step"]
+
+
 def test_piped_tables_respect_columns(cli):
     narrow = cli("ls", "models", env={"COLUMNS": "100"})
     assert narrow.returncode == 0 and max(map(len, narrow.stdout.splitlines())) <= 100

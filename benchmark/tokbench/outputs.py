@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Lightning logger by name, and the package it needs beyond Lightning (None: nothing more)
 LOGGERS = {"csv": None, "tensorboard": "tensorboard", "wandb": "wandb"}
+#: other packages that serve a logger (Lightning's TensorBoardLogger writes with tensorboardX without tensorboard)
+ALTERNATIVES = {"tensorboard": ("tensorboardX",)}
 LOGS_FOLDER = "logs"
 SAMPLES_SUFFIX = ".samples.jsonl"
 SAMPLES_FORMAT = "tokbench-samples/1"
@@ -42,9 +44,13 @@ def check_loggers(names: Sequence[str]) -> tuple[str, ...]:
         if name not in LOGGERS:
             raise UsageError(f"unknown logger {name!r}; allowed: {', '.join(LOGGERS)}")
         package = LOGGERS[name]
-        if package is not None and importlib.util.find_spec(package) is None and not (
-                name == "tensorboard" and importlib.util.find_spec("tensorboardX") is not None):
-            raise UsageError(f"logger {name!r} needs the {package} package: pip install {package}")
+        serving = (package, *ALTERNATIVES.get(name, ())) if package is not None else ()
+        if not serving or any(importlib.util.find_spec(p) is not None for p in serving):
+            continue
+        alternatives = "".join(f" (or {p})" for p in ALTERNATIVES.get(name, ()))
+        ready = ", ".join(n for n, p in LOGGERS.items() if p is None)
+        raise UsageError(f"logger {name!r} needs the {package} package, which is not installed: pip install "
+                         f"{package}{alternatives}; {ready} needs nothing more")
     return tuple(dict.fromkeys(names))
 
 

@@ -47,10 +47,10 @@ class PausingModel(TokenModel):
 
 
 def _pausing_write(write):
-    def atomic_write(path, data):
+    def atomic_write(path, data, **options):
         if _reached("write"):
             _linger()
-        return write(path, data)
+        return write(path, data, **options)
     return atomic_write
 
 

@@ -13,12 +13,13 @@ stack steps its replicas one after another and a cell holds one `--jobs` slot fo
 """
 from __future__ import annotations
 
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import process_seconds
 
 SUITE = """
 seeds = 3
@@ -49,18 +50,13 @@ lr_factors = [0.25, 1.0, 4.0]
 def whole_run(suite: Path, mode: str) -> float:
     """Wall seconds of one `tokbench run --cells MODE` of ``suite`` into a fresh folder."""
     with tempfile.TemporaryDirectory() as out:
-        args = [sys.executable, "-m", "tokbench.cli", "run", "--suite", str(suite), "--out", out,
-                "--cells", mode, "--jobs", "1", "-q"]
-        start = time.perf_counter()
-        done = subprocess.run(args, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"tokbench run --cells {mode} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return seconds
+        return process_seconds([sys.executable, "-m", "tokbench.cli", "run", "--suite", str(suite), "--out", out,
+                                "--cells", mode, "--jobs", "1", "-q"])
 
 
 def run(quick: bool) -> list[tuple[str, float, str]]:
     steps, repeats = (30, 1) if quick else (200, 3)
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp) / "cells.toml"
         suite.write_text(SUITE.format(steps=steps), encoding="utf-8")
@@ -71,4 +67,5 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
     seconds_together, seconds_apart = statistics.median(together), statistics.median(apart)
     return [(f"`tokbench run` --cells seeds / --cells off (GRU and transformer-2l on mqar: 2 cells of 3 seeds x 3 rates, {steps} steps, --jobs 1)",
              seconds_together / seconds_apart,
-             f"medians of {repeats}: {seconds_together:.1f} s against {seconds_apart:.1f} s; target <= 1.0 on a CPU")]
+             f"medians of {repeats}: {seconds_together:.1f} s against {seconds_apart:.1f} s; target <= 1.0 on a CPU; "
+             f"load average {load:.1f} before, {os.getloadavg()[0]:.1f} after")]

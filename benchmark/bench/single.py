@@ -8,14 +8,12 @@ timing is a fresh process, as a user runs it.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from itertools import count
 from pathlib import Path
 
-from timing import compare
+from timing import compare, process_seconds
 
 PLAIN = """
 import sys, torch
@@ -29,15 +27,6 @@ run_pairing(task.create({{}}), model, model.resolve({{}}), recipe, 0)
 """
 
 
-def _seconds(args: list[str]) -> float:
-    start = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True)
-    seconds = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(args[:6])} ... failed ({done.returncode}): {done.stderr[-2000:]}")
-    return seconds
-
-
 def run(quick: bool) -> list[tuple[str, float, str]]:
     steps = 100 if quick else 500
     cli = [sys.executable, "-m", "tokbench.cli", "run", "--task", "random-walk", "--model", "attn-paper-a",
@@ -47,11 +36,11 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
         fresh = (Path(tmp) / f"out{i}" for i in count())
 
         def tokbench() -> float:
-            return _seconds([*cli, "--out", str(next(fresh))])
+            return process_seconds([*cli, "--out", str(next(fresh))])
 
         def plain_and_start_up() -> float:
-            return (_seconds([sys.executable, "-c", PLAIN.format(steps=steps)])
-                    + _seconds([*cli, "--dry-run", "--out", str(next(fresh))]))
+            return (process_seconds([sys.executable, "-c", PLAIN.format(steps=steps)])
+                    + process_seconds([*cli, "--dry-run", "--out", str(next(fresh))]))
 
         whole, parts = compare(tokbench, plain_and_start_up, 2 if quick else 5)
     return [(f"one pairing: `tokbench run` / (plain process + CLI start-up), attn-paper-a, {steps} GD steps",

@@ -6,8 +6,9 @@ pairing still gets its own record, the one it gets alone: the same fields and co
 metrics bit for bit (the replicas step one after another there), on a GPU equal within float tolerance (they
 share one vectorised step where the model allows it), and ``train.replicas`` says how many trained together.
 
-On CPUs a stack is no faster than its replicas one by one, and a cell holds one ``--jobs`` slot for all its
-seeds, so ``auto`` groups seeds only where torch sees a GPU.
+On CPUs a stack steps its replicas one after another, so a cell saves only the per-pairing overhead (worker
+hand-off, task and split set-up), while it holds one ``--jobs`` slot for all its seeds; ``auto`` therefore
+groups seeds only where torch sees a GPU.
 """
 from __future__ import annotations
 

@@ -101,8 +101,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--cells", choices=cells.MODES, default="auto",
                      help="train the pairings that differ only in the seed together, in one worker, as one stack of "
                      "replicas: always (seeds), never (off), or where torch sees a GPU (auto, the default: on CPUs "
-                     "a stack is no faster and would hold one --jobs slot for all its seeds); each pairing still "
-                     "gets its own record, the one it gets alone")
+                     "a stack saves only per-pairing overhead and holds one --jobs slot for all its seeds); each "
+                     "pairing still gets its own record, the one it gets alone")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
                      help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
     run.add_argument("--ray-address", metavar="ADDR",

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import pytest
-from leaderboard_synth import WALK, record, seeds
+from leaderboard_synth import WALK, ladder, record, seeds
 from tokbench.errors import UsageError
 from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build
-from tokbench.leaderboard.views import detail_table, main_table, measure_text, training_table
+from tokbench.leaderboard.scores import build_scores
+from tokbench.leaderboard.views import detail_table, main_table, measure_text, score_table, training_table
 
 GD_TARGET = {"optimizer": "gd", "lr": 1.0, "batch_size": 0, "lr_grid": [], "target": 0.995}
 
@@ -170,3 +171,28 @@ def test_the_detail_table_says_how_many_seeds_solved_their_task_where_they_train
     detail = detail_table(board, board.columns[0])
     column = detail.headers.index("solved (stopped at the target)")
     assert detail.rows[0][column] == "2/3"
+
+
+def test_sizes_from_the_records_show_per_row_in_the_score_and_detail_tables():
+    recs = ladder("random-walk", "gru", [0.6, 0.7]) + ladder("random-walk", "attn-rope", [0.5, 0.6])
+    for rec in recs:  # a recurrent model with a fixed state; attention's grows with the context
+        vocab = rec["params"]["task"]["K"]
+        rec["size"] = ({"parameters": 100 * vocab, "state": 64} if rec["model"] == "gru"
+                       else {"parameters": 1500, "state": None})
+    board = build(recs)
+    table = score_table(build_scores(board))
+    assert table.headers[:3] == ["model", "parameters", "state"]
+    by_model = {row[0]: row[1:3] for row in table.rows}
+    assert by_model["gru"] == ["400-800", "64"]  # K = 4 and 8 on the two rungs
+    assert by_model["attn-rope"] == ["1.5k", ""]
+    assert any(note.startswith("parameters: the model's trainable parameters") for note in table.notes)
+    (first_rung,) = [column for column in board.columns if column.params["K"] == 4]
+    detail = detail_table(board, first_rung)
+    assert detail.headers[:3] == ["model", "parameters", "state"]
+    assert {row[0]: row[1] for row in detail.rows} == {"gru": "400", "attn-rope": "1.5k"}
+
+
+def test_records_without_sizes_add_no_size_columns():
+    board = build(ladder("random-walk", "gru", [0.6, 0.7]))
+    assert "parameters" not in score_table(build_scores(board)).headers
+    assert "parameters" not in detail_table(board, board.columns[0]).headers

@@ -54,6 +54,22 @@ def format_value(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
+def format_count(n: int) -> str:
+    """``960``, ``12.3k``, ``1.25M``: a parameter count short enough for a table cell."""
+    for factor, suffix in ((1e6, "M"), (1e3, "k")):
+        if n >= factor:
+            return f"{n / factor:.3g}{suffix}"
+    return str(n)
+
+
+def count_range(counts: list[int]) -> str:
+    """``960`` or ``960-12.3k`` (smallest to largest); empty without counts."""
+    if not counts:
+        return ""
+    low, high = format_count(min(counts)), format_count(max(counts))
+    return low if low == high else f"{low}-{high}"
+
+
 def format_params(params: dict[str, Any]) -> str:
     """``K=6, p=0.5`` in key order."""
     return ", ".join(f"{key}={format_value(params[key])}" for key in sorted(params))
@@ -197,6 +213,14 @@ class Cell:
         if examples is None or not starts:
             return 0.0
         return binomial_var(math.fsum(starts) / len(starts), examples, len(starts))
+
+    @property
+    def sizes(self) -> tuple[list[int], list[int]]:
+        """The parameter counts and the state sizes its records state (each sorted, repeats once; older
+        records and models without a fixed-size state add none)."""
+        sizes = [r.get("size") or {} for r in self.ok]
+        return (sorted({s["parameters"] for s in sizes if s.get("parameters") is not None}),
+                sorted({s["state"] for s in sizes if s.get("state") is not None}))
 
     @property
     def chosen_lrs(self) -> list[float]:

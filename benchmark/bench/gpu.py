@@ -51,14 +51,17 @@ def _plan(models: tuple[str, ...] | None):
         name, recipe = pairing.model_spec.name, pairing.recipe
         steps[name] += recipe.steps * len(recipe.candidates())
         seeds.setdefault((name, id(pairing.variant)), set()).add(pairing.seed)
-        rung = pairing.variant.rung
-        middle = rung is None or rung.index == rung.count // 2
-        if name not in chosen or (middle and pairing.task_spec.name == PREFERRED_TASK
-                                  and chosen[name].task_spec.name != PREFERRED_TASK):
+        if name not in chosen or (_preferred(pairing) and not _preferred(chosen[name])):
             chosen[name] = pairing
     cell = {name: max(len(s) for (n, _), s in seeds.items() if n == name) * len(chosen[name].recipe.candidates())
             for name in chosen}
     return steps, chosen, cell
+
+
+def _preferred(pairing) -> bool:
+    """Whether ``pairing`` is on the middle rung of the preferred task (or on that task, where it has no rungs)."""
+    rung = pairing.variant.rung
+    return pairing.task_spec.name == PREFERRED_TASK and (rung is None or rung.index == rung.count // 2)
 
 
 def _seconds(pairing, replicas: int, steps: int, accelerator: str) -> float:

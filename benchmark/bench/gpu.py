@@ -12,11 +12,27 @@
    its pairings in the suite's plan (step cap x sweep candidates, every seed; the cap is an upper
    bound, as a stop ends most runs earlier) x its GPU cost per replica-step in a stack of its
    cell's size; beside it the same plan at the CPU cost, one replica at a time.
+4. Overhead per step (issue 31 item 2; ``overhead.py``), on a stack of 9 replicas (3 seeds x 3 rates) of
+   transformer-2l at the suite's recipe on its middle mqar rung, batch 64, each side against what the harness
+   does now, the two alternating, medians kept:
+   - fresh data / training step: one step's fresh batches of every seed, drawn on the CPU as ``_FreshBlocks``
+     draws them and copied to the device, over one training step of the stack (vmapped forward and backward,
+     clipping, optimiser and schedule per replica): what drawing data on the device could save at most;
+   - evaluation batched / one by one: every replica's validation accuracy in one vmapped pass over the stack,
+     over one model after another (``evaluate_accuracy``, as stops and the sweep's choice take it); in the note
+     also one by one with the argmax on the device, and whether the accuracies are the same;
+   - torch.compile / eager, per mode (``reduce-overhead``, i.e. CUDA graphs, then the default mode, on a GPU;
+     the default mode alone elsewhere; ``aot_eager`` instead of inductor with ``--quick`` on a CPU): seconds per
+     forward and backward of the stack (``replicas._vmapped``, as ``StackStep`` vmapped), with the compile and
+     warm-up seconds, graph breaks and skipped CUDA graphs, and whether losses, logits and gradients equal
+     eager's within 1e-4, in the note; a compile that raises is a row saying so (its value NaN).
 
-Models are measured largest share of the plan first; past ``--deadline`` seconds the rest are left out
-of the projection and named. Without a GPU (``--quick`` on a CPU, as the tests run it) every "GPU"
-side runs on the CPU, and the output says so. Every figure is a ratio or a sum of timings taken in
-this one run.
+Rows are printed (and the JSON rewritten) as they are measured. Models are measured largest share of the
+plan first; once fewer than ``OVERHEAD_RESERVE`` (100) seconds are left before ``--deadline`` the rest are left
+out of the projection and named; a part of section 4 starts only with the seconds it needs left (a
+compile: 60 s, then 1.5 x the last one's), and the parts left out are named in a last row. Without a GPU
+(``--quick`` on a CPU, as the tests run it) every "GPU" side runs on the CPU, and the output says so.
+Every figure is a ratio or a sum of timings taken in this one run.
 """
 from __future__ import annotations
 
@@ -33,6 +49,8 @@ SUITE = "tokbench"
 STACK_MODELS = ("transformer-2l", "gru")
 QUICK_MODELS = ("transformer-2l",)
 PREFERRED_TASK = "mqar"
+OVERHEAD_MODEL = "transformer-2l"  # the stack whose per-step overhead is measured (overhead.py)
+OVERHEAD_RESERVE = 100.0  # seconds before --deadline that the projection leaves to the step-overhead section
 
 
 def _plan(models: tuple[str, ...] | None):
@@ -91,7 +109,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one model, a few steps, stacks of 2: checks that it runs, measures nothing")
     parser.add_argument("--deadline", type=float, default=420.0,
-                        help="seconds after which no further model is measured (default 420)")
+                        help="seconds after which no further model or part is measured (default 420)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     started = time.perf_counter()
@@ -99,6 +117,7 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)  # as each `tokbench run` worker
+    import overhead
     import stack
 
     gpu = torch.cuda.is_available()
@@ -106,19 +125,30 @@ def main() -> int:
     accelerator = "gpu" if gpu else "cpu"
     rows: list[tuple[str, float, str]] = []
 
+    def emit(row: tuple[str, float, str]) -> None:  # each row as soon as it is measured: a timeout loses no row
+        rows.append(row)
+        measurement, value, text = row
+        print(f"{measurement}: {value:.3g}  ({text})", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"device": device, "rows": rows}, indent=1), encoding="utf-8")
+
+    def left() -> float:
+        return args.deadline - (time.perf_counter() - started)
+
     steps, seeds, rates = (4, 2, 2) if args.quick else (200, 3, 3)
     for model in QUICK_MODELS if args.quick else STACK_MODELS:
         together, alone, mode = stack.cell(model, steps, seeds, rates, accelerator, 1)
-        rows.append((f"replicas together / one by one, {model}, {stack.TASK} ({device})", together / alone,
-                     f"{seeds} seeds x {rates} rates, {steps} steps of batch 64, fresh data, step: {mode}; "
-                     f"one by one {alone:.1f} s, together {together:.1f} s"))
+        emit((f"replicas together / one by one, {model}, {stack.TASK} ({device})", together / alone,
+              f"{seeds} seeds x {rates} rates, {steps} steps of batch 64, fresh data, step: {mode}; "
+              f"one by one {alone:.1f} s, together {together:.1f} s"))
 
     plan, chosen, cell = _plan(QUICK_MODELS if args.quick else None)
     short, long = (2, 4) if args.quick else (10, 40)
     cpu_short, cpu_long = (2, 4) if args.quick else (5, 20)
+    reserve = 0.0 if args.quick else OVERHEAD_RESERVE
     measured, left_out, ratios = {}, [], []
     for name, _ in plan.most_common():
-        if time.perf_counter() - started > args.deadline:
+        if left() < reserve:
             left_out.append(name)
             continue
         pairing = chosen[name]
@@ -131,27 +161,29 @@ def main() -> int:
             ratios.append(single / cpu)
         where = f"{pairing.task_spec.name} " + ", ".join(f"{k}={v}" for k, v in (
             pairing.variant.rung.axes.items() if pairing.variant.rung else ()))
-        rows.append((f"GPU / CPU per step, {name}", single / cpu if cpu else float("nan"),
-                     f"{where}; CPU {cpu * 1e3:.1f} ms, GPU {single * 1e3:.2f} ms alone, "
-                     f"{stacked * 1e3:.2f} ms per replica in a stack of {size}"))
+        emit((f"GPU / CPU per step, {name}", single / cpu if cpu else float("nan"),
+              f"{where}; CPU {cpu * 1e3:.1f} ms, GPU {single * 1e3:.2f} ms alone, "
+              f"{stacked * 1e3:.2f} ms per replica in a stack of {size}"))
     if ratios:
-        rows.append(("GPU / CPU per step, median over models", statistics.median(ratios), f"{len(ratios)} models"))
+        emit(("GPU / CPU per step, median over models", statistics.median(ratios), f"{len(ratios)} models"))
     gpu_seconds = sum(plan[name] * measured[name][2] for name in measured)
     cpu_seconds = sum(plan[name] * measured[name][0] for name in measured)
     covered = sum(plan[name] for name in measured) / sum(plan.values())
     note = f"{sum(plan[n] for n in measured):,} replica-steps at their caps ({covered:.0%} of the plan)"
     if left_out:
-        note += f"; not measured before the deadline: {', '.join(left_out)}"
-    rows.append((f"projected {SUITE} suite on one GPU, stacked cells (minutes)", gpu_seconds / 60, note))
-    rows.append((f"projected {SUITE} suite on one CPU core, one replica at a time (hours)", cpu_seconds / 3600,
-                 "the same plan at the CPU's cost per step"))
-    rows.append(("projected CPU / GPU time", cpu_seconds / gpu_seconds if gpu_seconds else float("nan"), device))
+        kept = f" less the {reserve:.0f} s kept for the step-overhead section" if reserve else ""
+        note += f"; not measured before the deadline{kept}: {', '.join(left_out)}"
+    emit((f"projected {SUITE} suite on one GPU, stacked cells (minutes)", gpu_seconds / 60, note))
+    emit((f"projected {SUITE} suite on one CPU core, one replica at a time (hours)", cpu_seconds / 3600,
+          "the same plan at the CPU's cost per step"))
+    emit(("projected CPU / GPU time", cpu_seconds / gpu_seconds if gpu_seconds else float("nan"), device))
 
-    for measurement, value, text in rows:
-        print(f"{measurement}: {value:.3g}  ({text})")
+    parts_left_out = overhead.run(chosen[OVERHEAD_MODEL], torch.device("cuda" if gpu else "cpu"), args.quick, left,
+                                  emit)
+    if parts_left_out:
+        emit(("step overhead: parts not measured before the deadline", len(parts_left_out), "; ".join(parts_left_out)))
+
     print(f"gpu.py took {time.perf_counter() - started:.0f} s on {device}")
-    if args.json:
-        args.json.write_text(json.dumps({"device": device, "rows": rows}, indent=1), encoding="utf-8")
     return 0
 
 

@@ -21,7 +21,12 @@ TESTS = ROOT / "tests"
 # the project itself) and the test folder's helper modules.
 PROJECT_PACKAGES = {path.name for base in ("benchmark", "plugins") for path in (ROOT / base).iterdir()
                     if (path / "__init__.py").exists()}
-LOCAL_MODULES = {path.stem for path in [*TESTS.glob("*.py"), *TESTS.glob("fake_plugins/*.py")]} | {"fake_plugins"}
+# the benchmark's section modules, which tests of the benchmark import from benchmark/bench/ by path
+LOCAL_MODULES = ({path.stem for path in [*TESTS.glob("*.py"), *TESTS.glob("fake_plugins/*.py")]} | {"fake_plugins"}
+                 | {path.stem for path in (ROOT / "benchmark" / "bench").glob("*.py")})
+# Optional packages a test reads only where installed, the test skipping (with its reason) elsewhere: the
+# TensorBoard logger's event files are read with whichever of the two is there (tests/test_plugins_run.py).
+OPTIONAL_MODULES = {"tensorboard", "tensorboardX"}
 
 
 def _imported_top_level_modules(path: Path) -> set[str]:
@@ -51,7 +56,8 @@ def _third_party_imports() -> dict[str, list[str]]:
         if "fake_plugins" in path.parts:  # throwaway plugins, installed by the tests themselves
             continue
         for module in _imported_top_level_modules(path):
-            if module in sys.stdlib_module_names or module in PROJECT_PACKAGES or module in LOCAL_MODULES:
+            if (module in sys.stdlib_module_names or module in PROJECT_PACKAGES or module in LOCAL_MODULES
+                    or module in OPTIONAL_MODULES):
                 continue
             found.setdefault(module, []).append(path.name)
     return found

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tokbench.errors import TokbenchError
 from tokbench.metrics import agreement, sequence_accuracy
@@ -154,7 +155,11 @@ def _vmapped(models: Sequence[TokenModel], loss_fn: LossFn, tokens: torch.Tensor
     def one(state: dict[str, torch.Tensor], t: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.func.functional_call(objective, state, (t, y))
 
-    return torch.vmap(one)(tensors, tokens, labels)
+    # The fused attention kernels of F.scaled_dot_product_attention have no batching rule (on a CPU for the forward,
+    # on a GPU for the flash and memory-efficient backward): vmap would loop over the replicas, which the probe
+    # rejects. Their composite math form batches; a model trained alone keeps the fused kernels.
+    with sdpa_kernel(SDPBackend.MATH):
+        return torch.vmap(one)(tensors, tokens, labels)
 
 
 def choose_stacking(stacking: str, models: Sequence[TokenModel], loss_fn: LossFn, tokens: Sequence[torch.Tensor],

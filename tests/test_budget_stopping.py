@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -34,3 +35,16 @@ def test_pairs_match_on_everything_but_the_stop_and_measure_the_gain():
     rows = {row[0]: row[1:] for row in stopping.summary(matched, 0.01)}
     assert rows["target"][:2] == [2, 1] and rows["cap"][:2] == [1, 1] and rows["all"][:2] == [3, 2]
     assert rows["all"][3] == max(p.gain for p in matched)
+
+
+def test_a_gain_of_exactly_the_tolerance_counts_as_within_it():
+    records = [_record("attn-t5bias", 0, 0.783, 0.995, 300, "target"), _record("attn-t5bias", 0, 0.793, 0.0, 10000, "cap")]
+    matched, _ = stopping.pairs(records)
+    assert matched[0].gain > 0.01  # 0.010000000000000009 in floats: 20 of 2000 test sequences
+    assert stopping.summary(matched, 0.01)[-1][:3] == ["all", 1, 1]
+
+
+def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records():
+    printed = subprocess.run([sys.executable, str(TOOL), str(TOOL.parent / "stopping-records"), "--markdown"],
+                             capture_output=True, text=True, check=True).stdout
+    assert printed.strip() and printed.strip() in (TOOL.parent / "README.md").read_text()

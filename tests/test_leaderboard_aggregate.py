@@ -5,9 +5,9 @@ import pytest
 from leaderboard_synth import WALK, ladder, record, seeds
 from tokbench.errors import UsageError
 from tokbench.leaderboard import notes, stats
-from tokbench.leaderboard.aggregate import build
+from tokbench.leaderboard.aggregate import build, count_range
 from tokbench.leaderboard.scores import build_scores
-from tokbench.leaderboard.views import detail_table, main_table, measure_text, score_table, training_table
+from tokbench.leaderboard.views import detail_table, main_table, measure_text, number_text, score_table, training_table
 
 GD_TARGET = {"optimizer": "gd", "lr": 1.0, "batch_size": 0, "lr_grid": [], "target": 0.995}
 
@@ -173,23 +173,30 @@ def test_the_detail_table_says_how_many_seeds_solved_their_task_where_they_train
     assert detail.rows[0][column] == "2/3"
 
 
-def test_sizes_from_the_records_show_per_row_in_the_score_and_detail_tables():
+def test_sizes_from_the_records_show_per_row_in_the_detail_tables_and_sort_by_number():
     recs = ladder("random-walk", "gru", [0.6, 0.7]) + ladder("random-walk", "attn-rope", [0.5, 0.6])
     for rec in recs:  # a recurrent model with a fixed state; attention's grows with the context
         vocab = rec["params"]["task"]["K"]
         rec["size"] = ({"parameters": 100 * vocab, "state": 64} if rec["model"] == "gru"
                        else {"parameters": 1500, "state": None})
     board = build(recs)
-    table = score_table(build_scores(board))
-    assert table.headers[:3] == ["model", "parameters", "state"]
-    by_model = {row[0]: row[1:3] for row in table.rows}
-    assert by_model["gru"] == ["400-800", "64"]  # K = 4 and 8 on the two rungs
-    assert by_model["attn-rope"] == ["1.5k", ""]
-    assert any(note.startswith("parameters: the model's trainable parameters") for note in table.notes)
     (first_rung,) = [column for column in board.columns if column.params["K"] == 4]
     detail = detail_table(board, first_rung)
     assert detail.headers[:3] == ["model", "parameters", "state"]
-    assert {row[0]: row[1] for row in detail.rows} == {"gru": "400", "attn-rope": "1.5k"}
+    cells = {row[0]: row[1:3] for row in detail.rows}
+    assert [number_text(n) for n in cells["gru"]] == ["400", "64"]
+    assert [number_text(n) for n in cells["attn-rope"]] == ["1.5k", ""]
+    assert cells["attn-rope"][0].value == 1500  # what the page sorts by, not the text
+    assert any(note.startswith("parameters: the model's trainable parameters") for note in detail.notes)
+    # the score table has no room for them before Overall on an 800 px page
+    assert "parameters" not in score_table(build_scores(board)).headers
+
+
+@pytest.mark.parametrize(("counts", "text"), [
+    ([960], "960"), ([960, 1090], "960-1.09k"), ([999_999], "1M"), ([999_500, 1_000_000], "1M"),
+    ([12_345, 2_500_000_000], "12.3k-2.5G"), ([], "")])
+def test_counts_read_to_three_digits_with_the_suffix_of_the_rounded_value(counts, text):
+    assert count_range(counts) == text
 
 
 def test_records_without_sizes_add_no_size_columns():

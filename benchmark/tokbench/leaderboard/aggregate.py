@@ -55,10 +55,13 @@ def format_value(value: Any) -> str:
 
 
 def format_count(n: int) -> str:
-    """``960``, ``12.3k``, ``1.25M``: a parameter count short enough for a table cell."""
-    for factor, suffix in ((1e6, "M"), (1e3, "k")):
-        if n >= factor:
-            return f"{n / factor:.3g}{suffix}"
+    """``960``, ``12.3k``, ``1.25M``, ``2G``: a count to three significant digits, short enough for a table cell."""
+    if n < 1000:
+        return str(n)
+    rounded = float(f"{n:.3g}")  # the suffix follows the rounded value: 999,999 is 1M, not 1e+03k
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if rounded >= factor:
+            return f"{rounded / factor:.3g}{suffix}"
     return str(n)
 
 

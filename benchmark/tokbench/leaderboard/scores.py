@@ -97,7 +97,6 @@ class Scores:
     family: dict[str, str]  # each row's model family, by row key
     counted: list[str] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)
-    sizes: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)  # row key: its records' counts
 
     @property
     def ladders(self) -> list[Ladder]:
@@ -265,9 +264,6 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
                 shares[ladder.task, row.key] = found
                 cells[ladder.task, row.key] = _score(found)
     scores = Scores(families, pitfalls, rows, cells, {r.key: family(r, board) for r in rows})
-    for row in rows:
-        found = [cell.sizes for c in ladder_columns if (cell := board.cell(c, row)) is not None]
-        scores.sizes[row.key] = tuple(sorted({n for size in found for n in size[i]}) for i in (0, 1))
     if counted is None:
         scores.dropped = {lad.task: why for lad in families if (why := far_from_last_token(scores, lad.task))}
         scores.counted = [lad.task for lad in families if lad.task not in scores.dropped]

@@ -45,10 +45,12 @@ class Measure:
 
 @dataclass(frozen=True)
 class Number:
-    """A plain number with its format spec, e.g. ``.1f``; None shows as empty."""
+    """A plain number with its format spec, e.g. ``.1f``; None shows as empty. ``text``, where given, is shown
+    instead (e.g. a range), the number still being what the column sorts by."""
 
     value: float | None
     spec: str
+    text: str = ""
 
 
 Value = Union[str, Measure, Number]
@@ -84,7 +86,14 @@ def measure_text(measure: Measure, dash: str = "–") -> str:
 
 
 def number_text(number: Number) -> str:
+    if number.text:
+        return number.text
     return "" if number.value is None else format(number.value, number.spec)
+
+
+def size_number(counts: list[int]) -> Number:
+    """Parameter counts or state sizes as a range (:func:`count_range`), sorted by the largest."""
+    return Number(max(counts) if counts else None, "d", count_range(counts))
 
 
 def column_header(column: Column) -> str:
@@ -158,6 +167,11 @@ def training_table(board: Leaderboard) -> Table | None:
     return Table("Scored on the training split", headers, rows, notes)
 
 
+SIZE_HEADERS = ("parameters", "state")
+SIZE_NOTE = ("parameters: the model's trainable parameters; state: the floats a recurrent or state-space model carries "
+             "from one position to the next (none for attention, whose memory grows with the context).")
+
+
 def detail_table(board: Leaderboard, column: Column) -> Table:
     """Every metric of every model on one task, with seeds, steps and time."""
     cells = board.column_cells(column)
@@ -170,15 +184,15 @@ def detail_table(board: Leaderboard, column: Column) -> Table:
     with_solved = any(cell.solved for cell in cells)
     size_parts = [i for i in (0, 1) if any(cell.sizes[i] for cell in cells)]
     headers = ["model", *(SIZE_HEADERS[i] for i in size_parts), "seeds", *(["seeds stopped"] if with_stop else []),
-               *(["solved (stopped at the target)"] if with_solved else []), "failed", f"accuracy ({column.eval_split})",
-               *metrics[1:], "untrained_accuracy",
+               *(["solved (stopped at the target)"] if with_solved else []), "failed",
+               f"accuracy ({column.eval_split})", *metrics[1:], "untrained_accuracy",
                *(["lr (chosen on val)"] if with_lr else []), "steps", "final_loss", "seconds"]
     rows: list[list[Value]] = []
     for cell in cells:
         lrs = ["/".join(f"{lr:g}" for lr in cell.chosen_lrs)] if with_lr else []
         stop = [(cell.adaptive or {}).get("stopped", "")] if with_stop else []
         solved = ["{}/{}".format(*cell.solved) if cell.solved else ""] if with_solved else []
-        rows.append([row_header(cell.row), *(count_range(cell.sizes[i]) for i in size_parts), seeds_text(cell.seeds),
+        rows.append([row_header(cell.row), *(size_number(cell.sizes[i]) for i in size_parts), seeds_text(cell.seeds),
                      *stop, *solved, Number(len(cell.failed), "d"),
                      *(_metric(cell, m) for m in metrics), Measure(cell.untrained), *lrs,
                      *(Number(s.mean if s else None, spec) for s, spec in
@@ -207,12 +221,6 @@ def setting_header(name: str) -> str:
     return f"{OVERALL} at {match.group(2) if match else name}"
 
 
-SIZE_HEADERS = ("parameters", "state")
-SIZE_NOTE = ("parameters: the model's trainable parameters, smallest to largest over the task settings it ran (the "
-             "vocabulary and the context change the embeddings); state: the floats a recurrent or state-space model "
-             "carries from one position to the next (none for attention, whose memory grows with the context).")
-
-
 def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = None) -> Table:
     """Models x score columns: Overall, each family, each pitfall apart, then Overall at each length setting.
 
@@ -224,22 +232,14 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
     n = common_seeds(scores)
     overall = scores.columns[:1] if OVERALL in scores.columns else []
     columns = scores.columns[len(overall):]
-    # sizes where the records state them: which of parameters (0) and state (1) any row has
-    size_parts = [i for i in (0, 1) if any(size[i] for size in scores.sizes.values())]
-
     def line(row: Row) -> list[Value]:
-        size = scores.sizes.get(row.key, ([], []))
-        return [row_header(row), *(count_range(size[i]) for i in size_parts),
-                *(_score_cell(scores.score(c, row), n is None) for c in overall),
+        return [row_header(row), *(_score_cell(scores.score(c, row), n is None) for c in overall),
                 *(_score_cell(lengths.tables[name].score(OVERALL, row), n is None) for name in settings),
                 *(_score_cell(scores.score(c, row), n is None) for c in columns)]
 
-    headers = ["model", *(SIZE_HEADERS[i] for i in size_parts), *overall, *(setting_header(name) for name in settings),
-               *(scores.title(c) for c in columns)]
+    headers = ["model", *overall, *(setting_header(name) for name in settings), *(scores.title(c) for c in columns)]
     notes = [f"n = {n} seeds behind every score." if n is not None else
              "n: the fewest seeds of any cell behind the score."]
-    if size_parts:
-        notes.append(SIZE_NOTE)
     notes += [f"{setting_header(name)}: evaluated at {match.group(2)[1:]} times the training {match.group(1)}."
               for name in settings if (match := _MULTIPLE.match(name))]
     notes += [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"

@@ -76,6 +76,17 @@ def test_the_plugins_own_objects_still_see_contract_1_after_the_harness_trained_
     assert set(own) == {"first_token_mass"} and 0.0 <= own["first_token_mass"] <= 1.0
 
 
+def test_a_contract_1_model_is_built_from_its_contract_1_tasks_own_object(monkeypatch):
+    seen = []
+    original = contract_v1_impl.OneQueryV1.__init__
+    monkeypatch.setattr(contract_v1_impl.OneQueryV1, "__init__",
+                        lambda self, params, task: seen.append(task) or original(self, params, task))
+    task = TASK.create(TINY)
+    train_model(task, MODEL, MODEL.resolve(), MODEL.recipe.override({"steps": 2}), 0, task.make_split("train", 0),
+                None, "cpu")
+    assert seen and all(built is task for built in seen)  # not the host's ContractOneTask around it
+
+
 def test_the_model_wrapper_is_the_plugins_module_for_training():
     task = adapt_task(TASK.create(TINY))
     torch.manual_seed(0)

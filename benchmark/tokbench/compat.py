@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from tokbench.specs import ModelSpec, TaskSpec
 
 __all__ = ["MIGRATION", "ContractOneModel", "ContractOneTask", "ContractWarning", "adapt_model", "adapt_task",
-           "contract_notes"]
+           "build_model", "contract_notes"]
 
 
 class ContractWarning(UserWarning):
@@ -182,6 +182,13 @@ def adapt_model(model: TokenModel, spec: ModelSpec) -> TokenModel:
     if isinstance(model, ContractOneModel) or spec.contract >= CONTRACT or _takes_need_attention(model.forward):
         return model
     return ContractOneModel(model)
+
+
+def build_model(spec: ModelSpec, params: dict[str, Any], task: Task) -> TokenModel:
+    """``spec``'s model as the host runs it (:func:`adapt_model`), built from the task its contract knows: a
+    contract-1 model gets a contract-1 task's own object, not the host's wrapper of it."""
+    seen = task.plugin if spec.contract < CONTRACT and isinstance(task, ContractOneTask) else task
+    return adapt_model(spec.build(params, seen), spec)
 
 
 # --- what the parent process says, once per run ------------------------------------------------------------

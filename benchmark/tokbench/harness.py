@@ -45,7 +45,7 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
-from tokbench.compat import adapt_model, adapt_task
+from tokbench.compat import adapt_task, build_model
 from tokbench.errors import NotApplicable, ParamError
 from tokbench.metrics import (agreement, argmax_predictions, attention_metric, chance_accuracy, expected_accuracy,
                               prediction_accuracy, sequence_accuracy)
@@ -591,7 +591,7 @@ def train_replicas(
     replicas = []
     for index, (recipe, seed) in enumerate(plan):
         torch.manual_seed(derive_seed(seed, "init"))
-        model = adapt_model(model_spec.build(model_params, task), model_spec)
+        model = build_model(model_spec, model_params, task)
         model.fit(data[seed].train)
         replicas.append(Replica(model, recipe, seed, index=index))
     trainable = [r for r in replicas
@@ -812,7 +812,7 @@ def evaluate_setting(model: TokenModel, task: Task, model_spec: ModelSpec, overr
     if setting.context_length != task.context_length and model_spec.fixed_length:
         return {**entry, "status": "not_applicable", "reason": model_spec.fixed_length}
     if model_spec.oracle:
-        model = adapt_model(model_spec.build(model_params, setting), model_spec)
+        model = build_model(model_spec, model_params, setting)
     generator = torch.Generator().manual_seed(derive_seed(seed, "data:test:" + canonical_json(dict(overrides))))
     split = setting.generate(setting.split_size("test"), generator)
     try:

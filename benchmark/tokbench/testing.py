@@ -146,10 +146,10 @@ def hosted_task(spec: TaskSpec, given: dict[str, Any] | None = None) -> Task:
 
 
 def hosted_model(spec: ModelSpec, params: dict[str, Any], task: Task) -> TokenModel:
-    """The model of ``spec`` as tokbench runs it (:func:`tokbench.compat.adapt_model`)."""
-    from tokbench.compat import adapt_model
+    """The model of ``spec`` as tokbench runs it (:func:`tokbench.compat.build_model`)."""
+    from tokbench.compat import build_model
 
-    return adapt_model(spec.build(params, task), spec)
+    return build_model(spec, params, task)
 
 
 @cache

@@ -141,3 +141,18 @@ def test_replicas_of_a_stack_differ_only_in_rate_and_weight_decay():
     data = {0: SeedData(task.make_split("train", 0))}
     with pytest.raises(ValueError, match="lr and weight_decay only"):
         train_replicas(task, spec, spec.resolve({}), [(recipe, 0), (replace(recipe, steps=3), 0)], data, None, "cpu")
+
+
+def test_a_vmapped_stack_that_runs_out_of_device_memory_goes_on_one_replica_after_another(monkeypatch):
+    import tokbench.replicas as replicas
+
+    def out_of_memory(*args):  # as a device would say it; the probe's own vmapped step still runs
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(replicas, "_vmapped", out_of_memory)
+    monkeypatch.setattr(replicas, "_probe", lambda *args: True)
+    together, alone = together_and_alone("fresh", "vmap")
+    assert {r.stacking for r in together} == {"vmap, then sequential (out of device memory)"}
+    for replica, (model, single, steps) in zip(together, alone):  # every step went one by one: bit for bit
+        assert replica.curve == single.curve and replica.steps_taken == steps
+        assert all(torch.equal(a, b) for a, b in zip(replica.model.parameters(), model.parameters()))

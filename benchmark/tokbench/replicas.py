@@ -111,9 +111,12 @@ class StackStep:
 
     def __init__(self, loss_fn: LossFn, vmapped: bool) -> None:
         self.loss_fn, self.vmapped = loss_fn, vmapped
+        self.out_of_memory = False  # a vmapped step ran out of device memory: the rest go one after another
 
     @property
     def mode(self) -> str:
+        if self.out_of_memory:
+            return "vmap, then sequential (out of device memory)"
         return "vmap" if self.vmapped else "sequential"
 
     def __call__(self, models: Sequence[TokenModel], tokens: Sequence[torch.Tensor],
@@ -126,8 +129,19 @@ class StackStep:
         if not self.vmapped or len(models) == 1:
             yield from (self._one(model, t, y) for model, t, y in zip(models, tokens, labels))
             return
-        losses, logits = _vmapped(models, self.loss_fn, torch.stack(list(tokens)), torch.stack(list(labels)))
-        losses.sum().backward()  # replica r's gradient is that of its own loss: the others do not depend on it
+        try:
+            losses, logits = _vmapped(models, self.loss_fn, torch.stack(list(tokens)), torch.stack(list(labels)))
+            losses.sum().backward()  # replica r's gradient is that of its own loss: the others do not depend on it
+        except torch.cuda.OutOfMemoryError:
+            # Every replica's attention at once (the math form, T x T per head) can exceed a device on which the
+            # fused kernels one replica at a time fit: this step and the rest go one after another (below, once
+            # the exception and the tensors it holds are released).
+            self.vmapped, self.out_of_memory = False, True
+        if self.out_of_memory:
+            losses = logits = None  # noqa: F841 - frees what a backward that ran out of memory held
+            _take_grads(models)  # and what it accumulated
+            yield from (self._one(model, t, y) for model, t, y in zip(models, tokens, labels))
+            return
         yield from zip(losses, logits)
 
     def _one(self, model: TokenModel, tokens: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -49,7 +49,7 @@ def run(tasks: Sequence[str] = (), models: Sequence[str] = (), *, suite: str | N
     ``out/logs/``, at optimiser steps; ``callbacks`` are Lightning callbacks added to every Trainer (picklable:
     they run in the worker processes); ``log_samples`` writes each evaluation sequence's outputs beside its
     record (:mod:`tokbench.outputs`). A plugin of an older contract gets one :class:`tokbench.compat.ContractWarning`
-    per change its author should make, once per call.
+    per change its author should make, issued on every call (Python's default filter shows each once per process).
     """
     start_server()
     reg = registry()

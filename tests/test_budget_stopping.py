@@ -38,7 +38,8 @@ def test_pairs_match_on_everything_but_the_stop_and_measure_the_gain():
 
 
 def test_a_gain_of_exactly_the_tolerance_counts_as_within_it():
-    records = [_record("attn-t5bias", 0, 0.783, 0.995, 300, "target"), _record("attn-t5bias", 0, 0.793, 0.0, 10000, "cap")]
+    records = [_record("attn-t5bias", 0, 0.783, 0.995, 300, "target"),
+               _record("attn-t5bias", 0, 0.793, 0.0, 10000, "cap")]
     matched, _ = stopping.pairs(records)
     assert matched[0].gain > 0.01  # 0.010000000000000009 in floats: 20 of 2000 test sequences
     assert stopping.summary(matched, 0.01)[-1][:3] == ["all", 1, 1]

@@ -12,9 +12,9 @@
    its pairings in the suite's plan (step cap x sweep candidates, every seed; the cap is an upper
    bound, as a stop ends most runs earlier) x its GPU cost per replica-step in a stack of its
    cell's size; beside it the same plan at the CPU cost, one replica at a time.
-4. Overhead per step (issue 31 item 2; ``overhead.py``), on a stack of 9 replicas (3 seeds x 3 rates) of
-   transformer-2l at the suite's recipe on its middle mqar rung, batch 64, each side against what the harness
-   does now, the two alternating, medians kept:
+4. Overhead per step (issue 31 item 2; ``overhead.py``), on the suite's cell of transformer-2l on its middle mqar
+   rung as one stack (3 seeds x 3 rates x 2 weight decays = 18 replicas) at the suite's recipe, batch 64, each
+   side against what the harness does now, the two alternating, medians kept:
    - fresh data / training step: one step's fresh batches of every seed, drawn on the CPU as ``_FreshBlocks``
      draws them and copied to the device, over one training step of the stack (vmapped forward and backward,
      clipping, optimiser and schedule per replica): what drawing data on the device could save at most;

@@ -1,6 +1,7 @@
 """Overhead per step of a stack of replicas on the device (issue 31 item 2), measured for benchmark/bench/gpu.py.
 
-A stack of one pairing's replicas (3 seeds x 3 learning rates, as ``stack.cell``; replicas of a seed share its
+A stack of one cell's replicas as the suite trains it (every seed x every sweep candidate of the pairing's recipe:
+for ``transformer-2l`` in ``tokbench``, 3 seeds x 3 rates x 2 weight decays = 18; replicas of a seed share its
 initialisation and its stream of fresh batches, as in ``harness.train_replicas``) is timed three ways, each against
 what the harness does now, the two sides alternating and their medians kept (``timing.compare``):
 
@@ -34,7 +35,6 @@ from typing import Any
 import torch
 from pytorch_lightning.utilities import move_data_to_device
 
-from stack import RATE_FACTORS
 from timing import compare
 from tokbench.compat import adapt_model, adapt_task
 from tokbench.harness import FRESH_DRAW_STEPS, _FreshBlocks, _logit_chunk, _step_loss, align, evaluate_accuracy, \
@@ -77,13 +77,15 @@ class Stack:
             torch.cuda.synchronize(self.device)
 
 
-def build(pairing, seeds: int, rates: int, batch: int, device: torch.device, val_size: int | None = None) -> Stack:
-    """``seeds x rates`` replicas of ``pairing`` (its recipe at ``batch`` sequences a step, rates 0.3, 1 and 3 x its
-    own), built as ``train_replicas`` builds them, on ``device``."""
+def build(pairing, seeds: int, candidates: int | None, batch: int, device: torch.device,
+          val_size: int | None = None) -> Stack:
+    """``seeds`` x the first ``candidates`` (all: None) of the sweep candidates of ``pairing``'s recipe, at ``batch``
+    sequences a step, built as ``train_replicas`` builds them, on ``device``."""
     params = dict(pairing.task_params, **({"val_size": val_size} if val_size else {}))
     task = adapt_task(pairing.task_spec.create(params))
-    recipe = replace(pairing.recipe, batch_size=batch, lr_grid=(), wd_grid=())
-    plan = [(replace(recipe, lr=recipe.lr * factor), seed) for seed in range(seeds) for factor in RATE_FACTORS[:rates]]
+    recipe = replace(pairing.recipe, batch_size=batch)
+    plan = [(own, seed) for seed in range(seeds) for own in recipe.candidates()[:candidates]]
+    recipe = replace(recipe, lr_grid=(), wd_grid=())
     models, optimizers, schedules = [], [], []
     for own, seed in plan:
         torch.manual_seed(derive_seed(seed, "init"))
@@ -342,16 +344,16 @@ def run(pairing, device: torch.device, quick: bool, left: Callable[[], float],
         emit: Callable[[Row], None]) -> list[str]:
     """Measure the section, passing each row to ``emit`` as it is taken, the cheap parts first; returns the parts left
     out because ``left()`` gave fewer seconds than they need. Quick: a stack of 2 at batch 8 with a validation split of
-    32, compiled with ``aot_eager`` on a CPU (the real run: 9 at the recipe's batch, inductor)."""
+    32, compiled with ``aot_eager`` on a CPU (the real run: the suite's whole cell at the recipe's batch, inductor)."""
     gpu = device.type == "cuda"
-    seeds, rates, batch, val = (2, 1, 8, 32) if quick else (3, 3, pairing.recipe.batch_size, None)
+    seeds, candidates, batch, val = (2, 1, 8, 32) if quick else (3, None, pairing.recipe.batch_size, None)
     repeats, steps = (2, 2) if quick else (5, 20)
     backend = "aot_eager" if quick and not gpu else "inductor"
     modes = ("reduce-overhead", None) if gpu else (None,)  # reduce-overhead (CUDA graphs, on a GPU only) first
     need = 0.0 if quick else 60.0  # seconds left that a compile needs to be started (then 1.5 x the last one's)
     if left() < (0 if quick else 30):
         return ["the whole section (data, evaluation, torch.compile)"]
-    stack = build(pairing, seeds, rates, batch, device, val)
+    stack = build(pairing, seeds, candidates, batch, device, val)
     data_row, step = data(stack, repeats)
     emit(data_row)
     left_out = []

@@ -7,7 +7,9 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import os
 import re
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -189,3 +191,37 @@ def test_the_plugins_table_shows_each_contract_and_marks_the_adapted(cli, plugin
     assert listing.returncode == 0
     rows = {line.split("│")[1].strip(): line for line in listing.stdout.splitlines() if line.startswith("│")}
     assert "│ 1 (adapted) " in rows["old"] and "│ 2 " in rows["walks"]
+
+
+API_RUN = """
+import json, sys, warnings
+from tokbench import api
+from tokbench.compat import ContractWarning
+if __name__ == "__main__":  # the workers import this script again (docs/api.md)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        records = api.run(["first-token-v1"], ["one-query-v1"], seeds=2, out=sys.argv[1],
+                          settings=["train_size=64", "val_size=32", "test_size=64", "train.steps=5"])
+    print(json.dumps({"statuses": [r["status"] for r in records],
+                      "warnings": [[w.category.__name__, str(w.message), w.filename] for w in caught
+                                   if issubclass(w.category, ContractWarning)]}))
+"""
+
+
+def test_api_run_issues_one_contract_warning_per_change_pointing_at_the_caller(plugin_site, tmp_path):
+    """The Python API's path: the same notes as the CLI's, as ContractWarnings (one per change, however many
+    pairings share it), attributed to the caller's line, not to torch or tokbench."""
+    env = dict(os.environ, **plugin_site(old="contract_v1"))
+    script = tmp_path / "caller.py"
+    script.write_text(API_RUN, encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["statuses"] == ["ok", "ok"]
+    caught = result["warnings"]
+    for change in ("lacks need_attention", "plain (n, T) masks", "model_metrics is handed"):
+        assert sum(change in message for _, message, _ in caught) == 1, (change, caught)
+    assert len(caught) == 3
+    assert all(category == "ContractWarning" and filename == str(script) for category, _, filename in caught)
+    assert all(message.startswith("plugin 'old' (tokbench-fake-plugins), contract 1: ") for _, message, _ in caught)

@@ -87,3 +87,35 @@ def test_an_ok_record_states_the_size_and_the_schema_checks_it():
     for bad in ({"parameters": -1, "state": 16}, {"parameters": 3}, {"parameters": 3, "state": 1.5}):
         with pytest.raises(ValueError, match="size"):
             validate({**record, "size": bad})
+
+
+BUDGET_MODEL = "transformer-2l"  # the common budget of the architecture ranking's size rule (docs/suites.md)
+NOT_SIZE_MATCHED = {"mlp"}  # its first layer grows with T x V (stated in the suites and docs/models.md)
+
+
+@pytest.mark.parametrize("suite", ["tokbench", "tokbench-scale"])
+def test_the_architecture_rankings_size_rule_holds_on_the_suites_plan(suite):
+    """Every trained architecture has between 1/2 and 2 times transformer-2l's parameters on the same task setting
+    at the same width, as the suites state; the single-layer variants (their papers' sizes) and the MLP are not
+    size-matched, and say so."""
+    from tokbench.grid import expand
+    from tokbench.suites import load_suite
+
+    reg = registry()
+    sizes: dict[tuple, dict[str, int]] = {}
+    for pairing in expand(load_suite(suite), reg):
+        name = pairing.model_spec.name
+        if (pairing.seed or pairing.not_applicable is not None or not pairing.model_spec.trained
+                or name.startswith("attn-") or name in NOT_SIZE_MATCHED):
+            continue
+        setting = (pairing.task_spec.name, tuple(sorted(pairing.task_params.items())), pairing.model_params.get("d"))
+        if name in sizes.setdefault(setting, {}):
+            continue
+        task = pairing.task_spec.create({**pairing.task_params, "train_size": 2, "val_size": 2, "test_size": 2})
+        sizes[setting][name] = pairing.model_spec.build(pairing.model_params, task).size()["parameters"]
+    assert sizes
+    outside = {(setting[0], setting[2], name): round(count / models[BUDGET_MODEL], 3)
+               for setting, models in sizes.items() for name, count in models.items()
+               if not 0.5 <= count / models[BUDGET_MODEL] <= 2.0}
+    assert not outside, outside
+    assert {"gru", "lstm", "mamba", "transformer-4l"} <= {name for models in sizes.values() for name in models}

@@ -116,6 +116,8 @@ def block_ends(recipe: Recipe) -> list[int]:
     ends = {*range(block, cap, block), *(b for b in recipe.budgets if b < cap), cap}
     if recipe.stops_early:
         ends.update(range(recipe.eval_every, cap, recipe.eval_every))
+    if 0 < recipe.sweep_steps < cap:  # where a pruning sweep chooses (one candidate's recipe has no grid left)
+        ends.add(recipe.sweep_steps)
     return sorted(ends)
 
 
@@ -309,6 +311,8 @@ class Convergence(EarlyStopping):
             return
         accuracy = torch.tensor(evaluate_accuracy(r.model, self.val, self.label_law), dtype=torch.float64)
         r.model.train()
+        r.val_curve["step"].append(r.steps_taken)
+        r.val_curve["accuracy"].append(accuracy.item())
         should_stop, _ = self._evaluate_stopping_criteria(accuracy)
         if should_stop:
             r.stop(self.stopped_because)
@@ -318,6 +322,33 @@ class Convergence(EarlyStopping):
         """``"target"``, ``"plateau"`` or ``None`` (not stopped by validation)."""
         return {EarlyStoppingReason.STOPPING_THRESHOLD: "target",
                 EarlyStoppingReason.PATIENCE_EXHAUSTED: "plateau"}.get(self.stopping_reason)
+
+
+class SweepPruning(pl.Callback):
+    """A sweep that keeps one candidate early: once one seed's candidates have trained ``sweep_steps`` steps,
+    the one with the best validation accuracy (ties: the earlier candidate) trains on and the others stop,
+    ``"pruned"``. A candidate stopped before then (at its target) is compared with the accuracy it stopped at;
+    one whose loss became non-finite is left out here (it fails the pairing at the end, as a full sweep would).
+    Successive halving with one rung (Jamieson & Talwalkar 2016): the kept run is exactly the run that
+    candidate gets alone, as its schedule is sized to the cap whether or not the others go on.
+    """
+
+    def __init__(self, candidates: Sequence[Replica], val: Split, label_law: LabelLaw | None) -> None:
+        self.candidates, self.val, self.label_law = candidates, val, label_law
+        self.at = candidates[0].recipe.sweep_steps
+
+    def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
+        if self.candidates[0].selected_at is not None or not any(
+                r.active and r.steps_taken == self.at for r in self.candidates):
+            return
+        compared = [r for r in self.candidates if r.error is None]
+        accuracies = [evaluate_accuracy(r.model, self.val, self.label_law) for r in compared]
+        kept = compared[accuracies.index(max(accuracies))]
+        for r, accuracy in zip(compared, accuracies):
+            r.model.train()
+            r.selected_at, r.selection_accuracy = self.at, accuracy
+            if r is not kept and r.active:
+                r.stop("pruned")
 
 
 def _device(model: TokenModel) -> torch.device:
@@ -620,6 +651,11 @@ def train_replicas(
                 thresholds[r.seed] = (law, target)
             law, target = thresholds[r.seed]
             callbacks.append(Convergence(r, seed_data.val, target, law))
+    if 0 < recipe.sweep_steps < recipe.steps:  # the candidates of each seed (the stack: seeds x the candidates)
+        for seed in seeds:
+            candidates = [r for r in trainable if r.seed == seed]
+            if len(candidates) > 1 and data[seed].val is not None:
+                callbacks.append(SweepPruning(candidates, data[seed].val, validation_law(task, data[seed].val, recipe)))
     module = StackModule(trainable, stacking)
     live = _Streams(streams, lambda k: any(r.active and r.stream == k for r in trainable))
     _trainer(module.blocks, outputs, accelerator, callbacks).fit(module, train_dataloaders=DataLoader(live, batch_size=None))
@@ -665,6 +701,9 @@ def select_recipe(task: Task, recipe: Recipe, val: Split, candidates: Sequence[R
             raise candidate.error
     if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
         return candidates[0], {}
+    if candidates[0].selected_at is not None:  # a pruning sweep chose during training: the one not pruned
+        kept = next(c for c in candidates if c.stopped_because != "pruned")
+        return kept, {_candidate_key(recipe, c.recipe): c.selection_accuracy for c in candidates}
     law = validation_law(task, val, recipe)  # the same for every candidate
     best: tuple[float, Replica] | None = None
     selection: dict[str, float] = {}
@@ -782,6 +821,11 @@ def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], 
     if selection:
         train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
                           lr_selection_val_accuracy=selection)
+        if kept.selected_at is not None:  # chosen at that step, the others pruned (else at the end)
+            train_info["selected_at"] = kept.selected_at
+        curves = {_candidate_key(recipe, c.recipe): c.val_curve for c in candidates if c.val_curve["step"]}
+        if curves:  # every candidate's validation checks: what a choice at another step would have been
+            train_info["lr_selection_val_curve"] = curves
     budget_curve = [p for p in kept.budget_curve if p["step"] != kept.steps_taken]
     budget_curve.append({"step": kept.steps_taken, "accuracy": accuracy, "final": True})
     return PairingResult(metrics=metrics, train=train_info, curve=kept.curve,

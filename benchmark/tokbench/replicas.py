@@ -50,8 +50,11 @@ class Replica:
     """One model of a stack with its recipe, run seed and training state.
 
     ``stream`` indexes the stack's data streams (replicas of one seed share one); ``curve``,
-    ``last_loss``, ``budget_curve``, ``steps_taken`` and ``stopped_because`` are what training did;
-    ``error`` is set when its loss became non-finite, which ends this replica only.
+    ``last_loss``, ``budget_curve``, ``val_curve`` (validation accuracy at each check), ``steps_taken`` and
+    ``stopped_because`` are what training did; ``error`` is set when its loss became non-finite, which ends
+    this replica only. A sweep that prunes (``Recipe.sweep_steps``) sets ``selected_at``, the step of its choice,
+    and ``selection_accuracy``, the validation accuracy it was chosen on, on each candidate of the seed, and
+    stops all but the kept one with ``stopped_because = "pruned"``.
     """
 
     model: TokenModel
@@ -62,8 +65,11 @@ class Replica:
     curve: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "loss": [], "accuracy": []})
     last_loss: float = math.nan
     budget_curve: list[dict[str, Any]] = field(default_factory=list)
+    val_curve: dict[str, list[float]] = field(default_factory=lambda: {"step": [], "accuracy": []})
     steps_taken: int = 0
-    stopped_because: str = "untrained"  # or "target", "plateau", "cap" once trained
+    stopped_because: str = "untrained"  # or "target", "plateau", "cap" once trained; "pruned" by a sweep
+    selected_at: int | None = None
+    selection_accuracy: float | None = None
     error: BaseException | None = None
     replicas: int = 1  # how many replicas its stack trained, and how (StackStep.mode)
     stacking: str = "sequential"

@@ -44,6 +44,7 @@ class Recipe:
     lr_grid: tuple[float, ...] = ()
     weight_decay: float = 0.0
     wd_grid: tuple[float, ...] = ()
+    sweep_steps: int = 0
     momentum: float = 0.0
     betas: tuple[float, ...] = (0.9, 0.999)
     schedule: str = "constant"
@@ -67,6 +68,8 @@ class Recipe:
         if not self.takes_weight_decay and (self.weight_decay or self.wd_grid):
             raise ParamError("optimizer=ngd takes no weight decay; use gd, sgd, adam or adamw")
         object.__setattr__(self, "budgets", tuple(sorted(set(self.budgets))))
+        if self.sweep_steps and self.stops_early and self.sweep_steps % self.eval_every:
+            raise ParamError(f"sweep_steps={self.sweep_steps} must be a multiple of eval_every={self.eval_every}")
         if self.data == "fresh" and self.batch_size == 0:
             raise ParamError("data=fresh draws batch_size new sequences per step; set batch_size >= 1")
 
@@ -106,9 +109,23 @@ class Recipe:
         return [replace(self, lr=lr, weight_decay=wd, lr_grid=(), wd_grid=())
                 for lr in self.lr_grid or (self.lr,) for wd in self.wd_grid or (self.weight_decay,)]
 
+    @property
+    def prunes(self) -> bool:
+        """Whether the sweep keeps one candidate at ``sweep_steps`` and trains only that one on."""
+        return 0 < self.sweep_steps < self.steps and len(self.candidates()) > 1
+
+    def replica_steps(self) -> int:
+        """The most replica-steps one seed trains: every candidate to the cap, or to ``sweep_steps`` and then the
+        kept one to the cap (an early stop trains fewer)."""
+        candidates = len(self.candidates())
+        if self.prunes:
+            return self.sweep_steps * candidates + self.steps - self.sweep_steps
+        return self.steps * candidates
+
     def describe(self) -> str:
         batch = "full batch" if self.batch_size == 0 else f"batch {self.batch_size}"
-        swept = [f"{name} chosen on validation from {format_floats(grid)}"
+        when = f" at step {self.sweep_steps}" if self.prunes else ""
+        swept = [f"{name} chosen on validation{when} from {format_floats(grid)}"
                  for name, grid in (("lr", self.lr_grid), ("weight decay", self.wd_grid)) if grid]
         parts = [self.optimizer, *(swept or [f"lr {self.lr:g}"])]
         if self.weight_decay and not self.wd_grid:
@@ -149,6 +166,8 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
      "split", {"low": 0.0}),
     ("weight_decay", "float", "weight decay (decoupled for adamw, L2 for gd, sgd and adam)", {"low": 0.0}),
     ("wd_grid", "floats", "if given, sweep these weight decays (with lr_grid), best on validation", {"low": 0.0}),
+    ("sweep_steps", "int", "with a sweep: at this step keep the candidate with the best validation accuracy and "
+     "train only it on to the cap (0: every candidate to the cap, chosen at the end)", {"low": 0}),
     ("momentum", "float", "momentum of sgd", {"low": 0.0, "high": 0.999}),
     ("betas", "floats", "beta1,beta2 of adam and adamw", {"low": 0.0, "high": 0.9999}),
     ("schedule", "str", "learning-rate schedule after the warm-up: constant, cosine or linear decay to 0",
@@ -173,7 +192,7 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
 
 #: recipe keys added since record schema 3, kept out of a run's identity at their defaults (see
 #: :meth:`Recipe.identity`)
-SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets", "validate_by")
+SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets", "validate_by", "sweep_steps")
 #: recipe keys of older records and what became of them (see :func:`migrate_recipe`)
 REMOVED_RECIPE_KEYS = {"early_stop": "target (a fraction of the oracle's validation accuracy)"}
 

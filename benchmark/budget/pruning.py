@@ -1,0 +1,132 @@
+"""The pruning check: what would a sweep that chooses at step S lose against the full sweep's choice?
+
+    python benchmark/budget/pruning.py benchmark/budget/pruning-records [--at 500 1000 2000 3000]
+                                       [--tolerance 0.01] [--markdown]
+
+Reads full sweeps (``benchmark/budget/pruning.toml``: every candidate trained to its target or the cap, kept on
+validation at the end) whose records keep each candidate's validation accuracy at every check
+(``train.lr_selection_val_curve``). For each step S it replays the choice a pruning sweep (``train.sweep_steps =
+S``) makes: the best validation accuracy at S, ties to the earlier candidate, a candidate stopped at its target
+before S compared at its stop. A pruning sweep's kept run is that candidate's full run, so what it loses is the
+final validation accuracy of the full sweep's choice minus that of its own (0 when both choose alike, never
+negative). Validation, not test: both choices are made on it, and the test split stays unread for choices.
+Also per S: the replica-steps the pruning sweep would have trained, over the full sweep's.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from tokbench.results import load_records
+
+STEPS = (500, 1000, 2000, 3000)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One full sweep: per candidate (in grid order) its validation checks and final validation accuracy."""
+
+    task: str
+    model: str
+    rung: str
+    seed: int
+    cap: int
+    eval_every: int
+    curves: Mapping[str, Mapping[str, list[float]]]
+    final: Mapping[str, float]
+
+    def chosen(self) -> str:
+        """The full sweep's choice: the best final validation accuracy, ties to the earlier candidate."""
+        return _first_best(self.final)
+
+    def chosen_at(self, step: int) -> str:
+        """A pruning sweep's choice at ``step``."""
+        return _first_best({c: _at(self.curves[c], step) for c in self.final})
+
+    def loss_at(self, step: int) -> float:
+        return self.final[self.chosen()] - self.final[self.chosen_at(step)]
+
+    def replica_steps(self, step: int | None = None) -> int:
+        """Steps trained by every candidate (``step`` None: the full sweep), or by a sweep pruned at ``step``."""
+        taken = {c: self._steps_taken(c) for c in self.final}
+        if step is None:
+            return sum(taken.values())
+        return sum(min(t, step) for t in taken.values()) + max(0, taken[self.chosen_at(step)] - step)
+
+    def _steps_taken(self, candidate: str) -> int:
+        # no check is taken at the cap: a curve that ends one check before it ran to the cap, else stopped there
+        last = int(self.curves[candidate]["step"][-1])
+        return self.cap if last >= self.cap - self.eval_every else last
+
+
+def _at(curve: Mapping[str, list[float]], step: int) -> float:
+    """The validation accuracy at ``step``, or at the candidate's stop if it stopped before."""
+    known = [a for s, a in zip(curve["step"], curve["accuracy"]) if s <= step]
+    return known[-1] if known else float("-inf")
+
+
+def _first_best(values: Mapping[str, float]) -> str:
+    best = max(values.values())
+    return next(key for key, value in values.items() if value == best)
+
+
+def sweeps(records: Sequence[Mapping[str, Any]]) -> list[Sweep]:
+    """The full sweeps among ``records`` (ok, every candidate's curve kept, not pruned), sorted."""
+    found = []
+    for record in records:
+        train = record.get("train") or {}
+        if record.get("status") != "ok" or "lr_selection_val_curve" not in train or "selected_at" in train:
+            continue
+        ladder = record.get("ladder") or {}
+        rung = ", ".join(f"{k}={v}" for k, v in ladder.get("axes", {}).items())
+        found.append(Sweep(record["task"], record["model"], rung, record["seed"], train["max_steps"],
+                           train["eval_every"], train["lr_selection_val_curve"], train["lr_selection_val_accuracy"]))
+    return sorted(found, key=lambda s: (s.task, s.model, s.rung, s.seed))
+
+
+def tables(found: Sequence[Sweep], at: Sequence[int], tolerance: float) -> tuple[list, list, list, list]:
+    """Per sweep: the full choice and, per S, the pruned choice and its loss; per S: how many are within
+    ``tolerance``, the largest loss and the share of replica-steps trained."""
+    head = ["task", "model", "seed", "choice", *[f"at {s}: choice, loss" for s in at]]
+    body = [[s.task, s.model, s.seed, s.chosen(), *[f"{s.chosen_at(step)}, {s.loss_at(step):.3f}" for step in at]]
+            for s in found]
+    summary_head = ["S", "sweeps", "same choice", f"within {tolerance:g}", "share", "largest loss",
+                    "replica-steps / full sweep"]
+    full_steps = sum(s.replica_steps() for s in found)
+    summary = []
+    for step in at:
+        losses = [s.loss_at(step) for s in found]
+        within = sum(loss <= tolerance for loss in losses)
+        summary.append([step, len(found), sum(s.chosen_at(step) == s.chosen() for s in found), within,
+                        f"{within / len(found):.3f}", f"{max(losses):.3f}",
+                        f"{sum(s.replica_steps(step) for s in found) / full_steps:.2f}"])
+    return head, body, summary_head, summary
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("records", type=Path, help="a folder of full-sweep records (pruning.toml's)")
+    parser.add_argument("--at", type=int, nargs="+", default=STEPS, help="steps at which to replay a choice")
+    parser.add_argument("--tolerance", type=float, default=0.01, help="a loss counted as none (default 0.01)")
+    parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables instead of plain text")
+    args = parser.parse_args()
+    found = sweeps(list(load_records(args.records).records.values()))
+    if not found:
+        print(f"error: no full sweep with every candidate's validation curve in {args.records}", file=sys.stderr)
+        return 2
+    head, body, summary_head, summary = tables(found, args.at, args.tolerance)
+    fmt = "github" if args.markdown else "simple"
+    print(tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True))
+    print()
+    print(tabulate(summary, headers=summary_head, tablefmt=fmt, disable_numparse=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""A sweep that prunes (``train.sweep_steps``): every candidate trains to that step, the best on validation goes on.
+
+The kept candidate's run must be the run it gets alone (same initialisation, batches and schedule sized to the
+cap), so its record is exact; the others stop there; the record says what was chosen, when, and on what.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tokbench.errors import ParamError
+from tokbench.harness import SeedData, run_pairing, train_replicas
+from tokbench.plugins import registry
+from tokbench.specs import Recipe
+
+RATES = "0.0003,0.003,0.03"
+
+
+def small_mqar():
+    return registry().task("mqar").create({"vocab_size": 32, "context_length": 16, "num_kv_pairs": 2,
+                                           "num_queries": 2, "train_size": 128, "val_size": 64, "test_size": 64})
+
+
+def recipe(**given):
+    spec = registry().model("linear-attention")
+    return spec, spec.recipe.override({"steps": 40, "data": "fresh", "batch_size": 16, "eval_every": 10,
+                                       "budgets": "10,30", "lr_grid": RATES, "schedule": "cosine", **given})
+
+
+@pytest.mark.parametrize("target", [0.0, 0.6])
+def test_the_kept_candidate_is_the_run_it_gets_alone_and_the_others_stop_at_sweep_steps(target):
+    task = small_mqar()
+    spec, pruned = recipe(sweep_steps=20, target=target)
+    params = spec.resolve({})
+    swept = run_pairing(task, spec, params, pruned, seed=1, accelerator="cpu")
+    choice = swept.train["lr_selection_val_accuracy"]
+    assert swept.train["selected_at"] == 20 and set(choice) == {"0.0003", "0.003", "0.03"}
+    kept = max(choice, key=lambda lr: (choice[lr], -list(choice).index(lr)))  # ties: the earlier candidate
+    assert swept.train["lr"] == float(kept)
+    alone = run_pairing(task, spec, params, replace(pruned, lr=float(kept), lr_grid=(), sweep_steps=0), seed=1,
+                        accelerator="cpu")
+    assert swept.metrics == alone.metrics and swept.curve == alone.curve
+    assert swept.budget_curve == alone.budget_curve
+    for key in ("steps", "stopped_because", "final_loss"):
+        assert swept.train[key] == alone.train[key]
+
+
+def test_pruned_candidates_train_to_sweep_steps_only_and_are_compared_on_validation_there():
+    task = small_mqar()
+    spec, pruned = recipe(sweep_steps=20)
+    seed = 0
+    data = {seed: SeedData(task.make_split("train", seed), task.make_split("val", seed), task.make_split("test", seed))}
+    plan = [(candidate, seed) for candidate in pruned.candidates()]
+    replicas = train_replicas(task, spec, spec.resolve({}), plan, data, None, "cpu")
+    assert sorted(r.stopped_because for r in replicas) == ["cap", "pruned", "pruned"]
+    assert sorted(r.steps_taken for r in replicas) == [20, 20, 40]
+    kept = next(r for r in replicas if r.stopped_because == "cap")
+    assert {r.selected_at for r in replicas} == {20}
+    assert kept.selection_accuracy == max(r.selection_accuracy for r in replicas)
+    assert sum(r.steps_taken for r in replicas) == pruned.replica_steps() == 3 * 20 + 20
+
+
+def test_a_full_sweep_records_every_candidates_validation_checks():
+    task = small_mqar()
+    spec, full = recipe(target=0.99)
+    result = run_pairing(task, spec, spec.resolve({}), full, seed=0, accelerator="cpu")
+    curves = result.train["lr_selection_val_curve"]
+    assert set(curves) == {"0.0003", "0.003", "0.03"} and "selected_at" not in result.train
+    for curve in curves.values():
+        assert curve["step"] == [10, 20, 30] and len(curve["accuracy"]) == 3  # no check at the cap itself
+
+
+def test_the_planned_replica_steps_count_the_pruned_sweep():
+    base = Recipe(steps=10000, lr_grid=(0.1, 0.2, 0.4), wd_grid=(0.0, 0.1), eval_every=100, target=0.9)
+    assert base.replica_steps() == 6 * 10000
+    assert replace(base, sweep_steps=1000).replica_steps() == 6 * 1000 + 9000
+    assert replace(base, sweep_steps=10000).replica_steps() == 6 * 10000  # at the cap: no pruning
+    assert replace(base, lr_grid=(), wd_grid=(), sweep_steps=1000).replica_steps() == 10000  # nothing to sweep
+
+
+def test_sweep_steps_off_the_validation_checks_is_refused():
+    with pytest.raises(ParamError, match="multiple of eval_every"):
+        Recipe(steps=1000, target=0.9, eval_every=100, sweep_steps=150)

@@ -28,8 +28,8 @@ def test_ratios_are_to_the_reference_on_the_same_task_most_expensive_first(cost_
 
 
 def test_the_committed_probe_backs_the_suites_model_list(cost_tool):
-    # The tokbench suite leaves out mamba and transformer-4l for their cost: on every probed task they cost more
-    # per step than transformer-2l, Mamba many times more.
+    # Protocol 2's tokbench suite left out mamba and transformer-4l for their cost: on every probed task they cost
+    # more per step than transformer-2l, Mamba many times more (these records predate Mamba's CPU scan).
     table = cost_tool.milliseconds_per_step(BUDGET / "cost-records")
     for task, reference in table["transformer-2l"].items():
         assert table["mamba"][task] > 5 * reference

@@ -1,6 +1,7 @@
 """The CPU cost of a suite's plan, per model and task family, from step costs measured on this machine.
 
-    python benchmark/budget/cpu_plan.py [--suite tokbench] [--model M ...] [--costs FILE] [--markdown]
+    python benchmark/budget/cpu_plan.py [--suite tokbench] [--task T ...] [--model M ...] [--set KEY=VALUE ...]
+                                        [--costs FILE] [--no-measure] [--markdown]
 
 For every trained, applicable variant of the suite (a task setting and a model, all seeds) it measures the
 marginal cost of one training step on one torch thread, as a `tokbench run` worker trains (the difference of
@@ -36,14 +37,16 @@ def _key(variant) -> str:
                       sort_keys=True)
 
 
-def trained_variants(suite: str, models: tuple[str, ...]) -> dict[str, tuple[object, int]]:
-    """``{key: (variant, seeds)}`` for every trained, applicable variant of ``suite``."""
-    from tokbench.grid import expand
+def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
+                     settings: tuple[str, ...] = ()) -> dict[str, tuple[object, int]]:
+    """``{key: (variant, seeds)}`` for every trained, applicable variant of ``suite`` (narrowed and set as
+    ``tokbench run --task/--model/--set`` would)."""
+    from tokbench.grid import expand, parse_settings
     from tokbench.plugins import registry
     from tokbench.suites import load_suite
 
     found: dict[str, tuple[object, int]] = {}
-    for pairing in expand(load_suite(suite), registry(), models=models):
+    for pairing in expand(load_suite(suite), registry(), tasks, models, settings=parse_settings(settings)):
         if pairing.not_applicable is not None or not pairing.model_spec.trained:
             continue
         key = _key(pairing.variant)
@@ -105,13 +108,22 @@ def table(hours: dict[str, dict[str, float]]) -> tuple[list[str], list[list[str]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="tokbench", help="a suite name or file (default tokbench)")
+    parser.add_argument("--task", nargs="+", default=(), help="only these tasks (glob patterns allowed)")
     parser.add_argument("--model", nargs="+", default=(), help="only these models (glob patterns allowed)")
+    parser.add_argument("--set", dest="settings", nargs="+", default=(), metavar="KEY=VALUE",
+                        help="as tokbench run --set: another plan over the same settings (train.sweep_steps=1000)")
     parser.add_argument("--costs", type=Path, default=Path(__file__).with_name("cpu-costs.json"),
                         help="measured seconds per step, read and extended (default cpu-costs.json beside this)")
     parser.add_argument("--no-measure", action="store_true", help="project from --costs only; fail if one is missing")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     args = parser.parse_args()
-    variants = trained_variants(args.suite, tuple(args.model))
+    from tokbench.errors import TokbenchError
+
+    try:
+        variants = trained_variants(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings))
+    except TokbenchError as error:  # an unknown suite, name or key: one line, as tokbench run says it
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     stored = json.loads(args.costs.read_text(encoding="utf-8")) if args.costs.exists() else {}
     costs: dict[str, float | None] = stored.get("seconds_per_step", {})
 
@@ -127,7 +139,8 @@ def main() -> int:
         return 2
     measure(variants, costs, save)
     header, body = table(project(variants, costs))
-    print(f"{args.suite}: core-hours at the cap (one thread per run), by model and task family")
+    narrowed = " ".join(["--set", *args.settings] if args.settings else [])
+    print(f"{args.suite} {narrowed}".rstrip() + ": core-hours at the cap (one thread per run), by model and family")
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple", disable_numparse=True))
     return 0
 

@@ -1,0 +1,51 @@
+"""benchmark/budget/cpu_plan.py: the CPU core-hours of a suite's plan, and the tables the budget README cites."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BUDGET = Path(__file__).resolve().parents[1] / "benchmark" / "budget"
+ARCHITECTURES = ["transformer", "transformer-2l", "transformer-4l", "linear-attention", "gla", "h3", "gru", "lstm",
+                 "mlp", "mamba"]
+
+
+@pytest.fixture(scope="module")
+def plan_tool():
+    spec = importlib.util.spec_from_file_location("cpu_plan", BUDGET / "cpu_plan.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_projection_is_seeds_times_replica_steps_times_the_step_cost(plan_tool):
+    full = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",))
+    pruned = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), ("train.sweep_steps=1000",))
+    assert len(full) == len(pruned) == 3  # one variant per rung, each with the suite's 3 seeds
+    second = dict.fromkeys(full, 1.0)
+    # GRU's recipe takes no weight decay: 3 rates, each to the 10000-step cap, or each to 1000 and one on to 10000
+    assert plan_tool.project(full, second) == {"gru": {"causal-graph": 3 * 3 * 3 * 10000 / 3600}}
+    assert plan_tool.project(pruned, second) == {"gru": {"causal-graph": 3 * 3 * (3 * 1000 + 9000) / 3600}}
+    second[next(iter(full))] = None  # not applicable where the model says so when built
+    assert plan_tool.project(full, second)["gru"]["causal-graph"] == pytest.approx(2 * 3 * 3 * 10000 / 3600)
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BUDGET / "cpu_plan.py"), *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("extra", [[], ["--set", "train.sweep_steps=1000"]])
+def test_the_readme_tables_are_what_the_command_prints_on_the_committed_costs(extra):
+    # --no-measure also checks that the committed costs cover every trained variant of the architecture ranking
+    done = run("--model", *ARCHITECTURES, "--no-measure", "--markdown", *extra)
+    assert done.returncode == 0, done.stderr
+    table = "\n".join(done.stdout.splitlines()[1:])
+    assert table in (BUDGET / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_bad_setting_is_one_line_and_exit_2():
+    done = run("--set", "train.no_such_key=1", "--no-measure")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no parameter 'no_such_key'" in done.stderr

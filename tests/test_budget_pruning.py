@@ -1,0 +1,63 @@
+"""benchmark/budget/pruning.py: the choice a pruning sweep would make at step S, replayed on a full sweep."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BUDGET = Path(__file__).resolve().parents[1] / "benchmark" / "budget"
+
+
+@pytest.fixture(scope="module")
+def pruning():
+    spec = importlib.util.spec_from_file_location("pruning", BUDGET / "pruning.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def record(curves, final, cap=1000, pruned=False):
+    train = {"max_steps": cap, "eval_every": 100, "lr_selection_val_curve": curves,
+             "lr_selection_val_accuracy": final}
+    if pruned:
+        train["selected_at"] = 200
+    return {"status": "ok", "task": "mqar", "model": "gru", "seed": 0, "train": train}
+
+
+# "slow" takes off late and ends best; "fast" leads early and ends lower; "solved" reaches its target at step 300
+CURVES = {"slow": {"step": [100, 200, 300, 400, 900], "accuracy": [0.20, 0.25, 0.30, 0.60, 0.95]},
+          "fast": {"step": [100, 200, 300, 400, 900], "accuracy": [0.30, 0.50, 0.70, 0.80, 0.90]},
+          "solved": {"step": [100, 200, 300], "accuracy": [0.10, 0.20, 0.99]}}
+FINAL = {"slow": 0.95, "fast": 0.90, "solved": 0.99}
+
+
+def test_a_choice_at_s_reads_each_candidate_there_or_at_its_stop(pruning):
+    (sweep,) = pruning.sweeps([record(CURVES, FINAL)])
+    assert sweep.chosen() == "solved"
+    assert sweep.chosen_at(200) == "fast" and sweep.loss_at(200) == pytest.approx(0.09)
+    assert sweep.chosen_at(300) == sweep.chosen_at(400) == "solved" and sweep.loss_at(400) == 0
+
+
+def test_ties_go_to_the_earlier_candidate_as_the_harness_breaks_them(pruning):
+    curves = {"a": {"step": [100], "accuracy": [0.5]}, "b": {"step": [100], "accuracy": [0.5]}}
+    (sweep,) = pruning.sweeps([record(curves, {"a": 0.5, "b": 0.6})])
+    assert sweep.chosen_at(100) == "a" and sweep.loss_at(100) == pytest.approx(0.1)
+
+
+def test_replica_steps_count_a_stop_and_the_cap(pruning):
+    (sweep,) = pruning.sweeps([record(CURVES, FINAL)])
+    # slow and fast ran to the cap (their last check is one before it), solved stopped at 300
+    assert sweep.replica_steps() == 1000 + 1000 + 300
+    assert sweep.replica_steps(200) == 3 * 200 + (1000 - 200)  # fast kept, on to the cap
+    assert sweep.replica_steps(400) == 400 + 400 + 300  # solved kept, already stopped
+
+
+def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
+    records = [record(CURVES, FINAL, pruned=True), {"status": "failed", "task": "mqar"},
+               {"status": "ok", "task": "mqar", "model": "gru", "seed": 0, "train": {"lr_selection_val_accuracy": {}}}]
+    assert pruning.sweeps(records) == []
+    _, _, _, summary = pruning.tables(pruning.sweeps([record(CURVES, FINAL)]), [200, 300], 0.01)
+    assert [row[:5] for row in summary] == [[200, 1, 0, 0, "0.000"], [300, 1, 1, 1, "1.000"]]

@@ -1,20 +1,14 @@
 """benchmark/budget/cost.py: milliseconds per step side by side, and the cost ratios the tokbench suite cites."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-BUDGET = Path(__file__).resolve().parents[1] / "benchmark" / "budget"
+from script_modules import BUDGET, load_script
 
 
 @pytest.fixture(scope="module")
 def cost_tool():
-    spec = importlib.util.spec_from_file_location("cost", BUDGET / "cost.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BUDGET / "cost.py")
 
 
 def test_ratios_are_to_the_reference_on_the_same_task_most_expensive_first(cost_tool):

@@ -1,24 +1,20 @@
 """benchmark/budget/cpu_plan.py: the CPU core-hours of a suite's plan, and the tables the budget README cites."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-BUDGET = Path(__file__).resolve().parents[1] / "benchmark" / "budget"
+from script_modules import BUDGET, load_script
+
 ARCHITECTURES = ["transformer", "transformer-2l", "transformer-4l", "linear-attention", "gla", "h3", "gru", "lstm",
                  "mlp", "mamba"]
 
 
 @pytest.fixture(scope="module")
 def plan_tool():
-    spec = importlib.util.spec_from_file_location("cpu_plan", BUDGET / "cpu_plan.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BUDGET / "cpu_plan.py")
 
 
 def test_the_projection_is_seeds_times_replica_steps_times_the_step_cost(plan_tool):

@@ -1,22 +1,19 @@
 """benchmark/budget/plateau.py: where a learning curve flattens, from the budget curves of run records."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "plateau.py"
+from script_modules import BUDGET, load_script
+
+TOOL = BUDGET / "plateau.py"
 
 
 @pytest.fixture(scope="module")
 def plateau_tool():
-    spec = importlib.util.spec_from_file_location("plateau", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(TOOL)
 
 
 def test_the_plateau_is_the_first_budget_from_which_the_curve_stays_near_its_end(plateau_tool):

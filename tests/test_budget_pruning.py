@@ -1,22 +1,14 @@
 """benchmark/budget/pruning.py: the choice a pruning sweep would make at step S, replayed on a full sweep."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BUDGET = Path(__file__).resolve().parents[1] / "benchmark" / "budget"
+from script_modules import BUDGET, load_script
 
 
 @pytest.fixture(scope="module")
 def pruning():
-    spec = importlib.util.spec_from_file_location("pruning", BUDGET / "pruning.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BUDGET / "pruning.py")
 
 
 def record(curves, final, cap=1000, pruned=False):

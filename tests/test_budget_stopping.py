@@ -1,16 +1,13 @@
 """benchmark/budget/stopping.py: pairing protocol runs with their runs to the cap, and the share within tolerance."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
-TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "stopping.py"
-_spec = importlib.util.spec_from_file_location("stopping", TOOL)
-stopping = importlib.util.module_from_spec(_spec)
-sys.modules["stopping"] = stopping  # dataclasses look their module up there
-_spec.loader.exec_module(stopping)
+from script_modules import BUDGET, load_script
+
+TOOL = BUDGET / "stopping.py"
+stopping = load_script(TOOL)
 
 
 def _record(model: str, seed: int, accuracy: float, target: float, steps: int, why: str) -> dict:

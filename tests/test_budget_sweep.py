@@ -1,18 +1,15 @@
 """benchmark/budget/sweep.py: where each sweep's choice falls in its grid, and the counts per schedule."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "budget" / "sweep.py"
-_spec = importlib.util.spec_from_file_location("sweep", TOOL)
-sweep = importlib.util.module_from_spec(_spec)
-sys.modules["sweep"] = sweep  # dataclasses look their module up there
-_spec.loader.exec_module(sweep)
+from script_modules import BUDGET, load_script
+
+TOOL = BUDGET / "sweep.py"
+sweep = load_script(TOOL)
 
 
 def _record(selection: dict[str, float], schedule: str = "constant", seed: int = 0, status: str = "ok") -> dict:

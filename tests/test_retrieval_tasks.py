@@ -14,7 +14,6 @@ import torch
 from scipy.stats import binomtest, chisquare
 
 from tokbench.errors import ParamError
-from tokbench.metrics import sequence_accuracy
 from tokbench.plugins import registry
 from tokbench.task import IGNORE
 

@@ -1,22 +1,17 @@
 """benchmark/tools/cost_by_task.py: the training time of a run's records, per task, with shares."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from leaderboard_synth import record, write
+from script_modules import BENCHMARK, load_script
 
-TOOL = Path(__file__).resolve().parents[1] / "benchmark" / "tools" / "cost_by_task.py"
+TOOL = BENCHMARK / "tools" / "cost_by_task.py"
 
 
 @pytest.fixture(scope="module")
 def cost_table():
-    spec = importlib.util.spec_from_file_location("cost_by_task", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.cost_table
+    return load_script(TOOL).cost_table
 
 
 def test_seconds_are_summed_per_task_and_shared_out(tmp_path, cost_table):

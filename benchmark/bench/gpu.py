@@ -9,7 +9,8 @@
    cost of a step, the difference of two runs of different lengths over their difference in steps,
    so the trainer's start-up is not counted; the CPU side runs on one torch thread, as a worker.
 3. The projected time of the whole ``tokbench`` suite on one GPU: per model, the replica-steps of
-   its pairings in the suite's plan (step cap x sweep candidates, every seed; the cap is an upper
+   its pairings in the suite's plan (``Recipe.replica_steps``: step cap x sweep candidates, or a pruned
+   sweep's count, every seed; the cap is an upper
    bound, as a stop ends most runs earlier) x its GPU cost per replica-step in a stack of its
    cell's size; beside it the same plan at the CPU cost, one replica at a time.
 4. Overhead per step (issue 31 item 2; ``overhead.py``), on the suite's cell of transformer-2l on its middle mqar
@@ -67,7 +68,7 @@ def _plan(models: tuple[str, ...] | None):
         if pairing.not_applicable is not None or not pairing.model_spec.trained:
             continue
         name, recipe = pairing.model_spec.name, pairing.recipe
-        steps[name] += recipe.steps * len(recipe.candidates())
+        steps[name] += recipe.replica_steps()
         seeds.setdefault((name, id(pairing.variant)), set()).add(pairing.seed)
         if name not in chosen or (_preferred(pairing) and not _preferred(chosen[name])):
             chosen[name] = pairing

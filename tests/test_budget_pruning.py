@@ -34,7 +34,7 @@ def test_a_choice_at_s_reads_each_candidate_there_or_at_its_stop(pruning):
 
 
 def test_ties_go_to_the_earlier_candidate_as_the_harness_breaks_them(pruning):
-    curves = {"a": {"step": [100], "accuracy": [0.5]}, "b": {"step": [100], "accuracy": [0.5]}}
+    curves = {"a": {"step": [100, 900], "accuracy": [0.5, 0.5]}, "b": {"step": [100, 900], "accuracy": [0.5, 0.6]}}
     (sweep,) = pruning.sweeps([record(curves, {"a": 0.5, "b": 0.6})])
     assert sweep.chosen_at(100) == "a" and sweep.loss_at(100) == pytest.approx(0.1)
 
@@ -44,7 +44,17 @@ def test_replica_steps_count_a_stop_and_the_cap(pruning):
     # slow and fast ran to the cap (their last check is one before it), solved stopped at 300
     assert sweep.replica_steps() == 1000 + 1000 + 300
     assert sweep.replica_steps(200) == 3 * 200 + (1000 - 200)  # fast kept, on to the cap
-    assert sweep.replica_steps(400) == 400 + 400 + 300  # solved kept, already stopped
+    assert sweep.replica_steps(400) == 3 * 300  # solved at 300: kept, and the sweep ends there
+
+
+def test_the_first_candidate_to_reach_its_target_is_kept_as_the_harness_keeps_it(pruning):
+    curves = {"early": {"step": [100, 200], "accuracy": [0.5, 0.99]},
+              "later": {"step": [100, 200, 300], "accuracy": [0.5, 0.9, 0.995]},
+              "never": {"step": [100, 200, 300, 400, 900], "accuracy": [0.5, 0.6, 0.7, 0.8, 0.9]}}
+    (sweep,) = pruning.sweeps([record(curves, {"early": 0.99, "later": 0.995, "never": 0.9})])
+    assert sweep.chosen() == "later" and sweep.chosen_at(1000) == "early"
+    assert sweep.loss_at(1000) == pytest.approx(0.005)  # at most 1 - target of the oracle's accuracy
+    assert sweep.chosen_at(100) == "early"  # nothing solved yet: the best at 100, ties to the earlier
 
 
 def test_only_full_sweeps_with_every_curve_are_replayed(pruning):

@@ -82,3 +82,23 @@ def test_the_planned_replica_steps_count_the_pruned_sweep():
 def test_sweep_steps_off_the_validation_checks_is_refused():
     with pytest.raises(ParamError, match="multiple of eval_every"):
         Recipe(steps=1000, target=0.9, eval_every=100, sweep_steps=150)
+
+
+def test_the_first_candidate_to_reach_its_target_ends_the_sweep_there():
+    task = registry().task("random-walk").create({"K": 5, "context_length": 8, "train_size": 64, "val_size": 64,
+                                                  "test_size": 64})
+    spec = registry().model("attn-nope")
+    base = spec.recipe.override({"steps": 60, "batch_size": 16, "target": 0.9, "eval_every": 10, "budgets": "10,20",
+                                 "lr_grid": "0.001,0.01,0.05"})
+    seed = 1  # measured: lr 0.01 reaches the target at step 10, 0.05 at 20, 0.001 never
+    data = {seed: SeedData(task.make_split("train", seed), task.make_split("val", seed), task.make_split("test", seed))}
+
+    def train(recipe):
+        return train_replicas(task, spec, spec.resolve({}), [(c, seed) for c in recipe.candidates()], data, None, "cpu")
+    full = train(base)
+    first = min(r.steps_taken for r in full if r.stopped_because == "target")
+    assert first < 50 and any(r.stopped_because == "cap" for r in full)  # a race the sweep can end early
+    pruned = train(replace(base, sweep_steps=50))
+    kept = [r for r in pruned if r.stopped_because != "pruned"]
+    assert len(kept) == 1 and kept[0].stopped_because == "target" and kept[0].steps_taken == first
+    assert {r.steps_taken for r in pruned} == {first} and {r.selected_at for r in pruned} == {first}

@@ -6,8 +6,8 @@
 Reads full sweeps (``benchmark/budget/pruning.toml``: every candidate trained to its target or the cap, kept on
 validation at the end) whose records keep each candidate's validation accuracy at every check
 (``train.lr_selection_val_curve``). For each step S it replays the choice a pruning sweep (``train.sweep_steps =
-S``) makes: the best validation accuracy at S, ties to the earlier candidate, a candidate stopped at its target
-before S compared at its stop. A pruning sweep's kept run is that candidate's full run, so what it loses is the
+S``) makes: the first candidate to reach its target, if one does by S, else the best validation accuracy at S,
+ties to the earlier candidate. A pruning sweep's kept run is that candidate's full run, so what it loses is the
 final validation accuracy of the full sweep's choice minus that of its own (0 when both choose alike, never
 negative). Validation, not test: both choices are made on it, and the test split stays unread for choices.
 Also per S: the replica-steps the pruning sweep would have trained, over the full sweep's.
@@ -47,7 +47,7 @@ class Sweep:
 
     def chosen_at(self, step: int) -> str:
         """A pruning sweep's choice at ``step``."""
-        return _first_best({c: _at(self.curves[c], step) for c in self.final})
+        return self._decision(step)[0]
 
     def loss_at(self, step: int) -> float:
         return self.final[self.chosen()] - self.final[self.chosen_at(step)]
@@ -57,7 +57,17 @@ class Sweep:
         taken = {c: self._steps_taken(c) for c in self.final}
         if step is None:
             return sum(taken.values())
-        return sum(min(t, step) for t in taken.values()) + max(0, taken[self.chosen_at(step)] - step)
+        kept, at = self._decision(step)
+        return sum(min(t, at) for t in taken.values()) + max(0, taken[kept] - at)
+
+    def _decision(self, step: int) -> tuple[str, int]:
+        """The candidate a pruning sweep keeps and the step it decides at: the first to reach its target, if one
+        does by ``step`` (of several at that check, the best), else the best at ``step``."""
+        solved = {c: t for c in self.final if (t := self._steps_taken(c)) < self.cap and t <= step}
+        if solved:
+            first = min(solved.values())
+            return _first_best({c: self.final[c] for c, t in solved.items() if t == first}), first
+        return _first_best({c: _at(self.curves[c], step) for c in self.final}), step
 
     def _steps_taken(self, candidate: str) -> int:
         # no check is taken at the cap: a curve that ends one check before it ran to the cap, else stopped there

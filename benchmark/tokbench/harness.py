@@ -327,10 +327,12 @@ class Convergence(EarlyStopping):
 class SweepPruning(pl.Callback):
     """A sweep that keeps one candidate early: once one seed's candidates have trained ``sweep_steps`` steps,
     the one with the best validation accuracy (ties: the earlier candidate) trains on and the others stop,
-    ``"pruned"``. A candidate stopped before then (at its target) is compared with the accuracy it stopped at;
-    one whose loss became non-finite is left out here (it fails the pairing at the end, as a full sweep would).
-    Successive halving with one rung (Jamieson & Talwalkar 2016): the kept run is exactly the run that
-    candidate gets alone, as its schedule is sized to the cap whether or not the others go on.
+    ``"pruned"``; or sooner, as soon as a candidate reaches its target, that one is kept (where several reach
+    it at the same check, the best of them) and the others stop there: none of them could beat it by more than
+    ``1 - target`` of the oracle's validation accuracy. A candidate whose loss became non-finite is left out
+    here (it fails the pairing at the end, as a full sweep would). Successive halving with one rung (Jamieson &
+    Talwalkar 2016): the kept run is exactly the run that candidate gets alone, as its schedule is sized to the
+    cap whether or not the others go on.
     """
 
     def __init__(self, candidates: Sequence[Replica], val: Split, label_law: LabelLaw | None) -> None:
@@ -338,15 +340,19 @@ class SweepPruning(pl.Callback):
         self.at = candidates[0].recipe.sweep_steps
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
-        if self.candidates[0].selected_at is not None or not any(
-                r.active and r.steps_taken == self.at for r in self.candidates):
+        if self.candidates[0].selected_at is not None:
             return
+        # the target's check runs just before this one (Convergence), so a solved candidate stopped at this step
+        solved = [r for r in self.candidates if r.stopped_because == "target"]
+        if not solved and not any(r.active and r.steps_taken == self.at for r in self.candidates):
+            return
+        step = solved[0].steps_taken if solved else self.at
         compared = [r for r in self.candidates if r.error is None]
-        accuracies = [evaluate_accuracy(r.model, self.val, self.label_law) for r in compared]
-        kept = compared[accuracies.index(max(accuracies))]
-        for r, accuracy in zip(compared, accuracies):
+        accuracies = {r.index: evaluate_accuracy(r.model, self.val, self.label_law) for r in compared}
+        kept = max(solved or compared, key=lambda r: accuracies[r.index])  # max keeps the first of equals
+        for r in compared:
             r.model.train()
-            r.selected_at, r.selection_accuracy = self.at, accuracy
+            r.selected_at, r.selection_accuracy = step, accuracies[r.index]
             if r is not kept and r.active:
                 r.stop("pruned")
 

@@ -111,7 +111,8 @@ class Recipe:
 
     @property
     def prunes(self) -> bool:
-        """Whether the sweep keeps one candidate at ``sweep_steps`` and trains only that one on."""
+        """Whether the sweep keeps one candidate at ``sweep_steps`` (or at the first to reach its target) and trains
+        only that one on."""
         return 0 < self.sweep_steps < self.steps and len(self.candidates()) > 1
 
     def replica_steps(self) -> int:
@@ -167,7 +168,8 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
     ("weight_decay", "float", "weight decay (decoupled for adamw, L2 for gd, sgd and adam)", {"low": 0.0}),
     ("wd_grid", "floats", "if given, sweep these weight decays (with lr_grid), best on validation", {"low": 0.0}),
     ("sweep_steps", "int", "with a sweep: at this step keep the candidate with the best validation accuracy and "
-     "train only it on to the cap (0: every candidate to the cap, chosen at the end)", {"low": 0}),
+     "train only it on to the cap, or sooner the first to reach its target (0: every candidate to the cap, chosen "
+     "at the end)", {"low": 0}),
     ("momentum", "float", "momentum of sgd", {"low": 0.0, "high": 0.999}),
     ("betas", "floats", "beta1,beta2 of adam and adamw", {"low": 0.0, "high": 0.9999}),
     ("schedule", "str", "learning-rate schedule after the warm-up: constant, cosine or linear decay to 0",

@@ -1,6 +1,9 @@
 """benchmark/budget/pruning.py: the choice a pruning sweep would make at step S, replayed on a full sweep."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from script_modules import BUDGET, load_script
@@ -63,3 +66,9 @@ def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
     assert pruning.sweeps(records) == []
     _, _, _, summary = pruning.tables(pruning.sweeps([record(CURVES, FINAL)]), [200, 300], 0.01)
     assert [row[:5] for row in summary] == [[200, 1, 0, 0, "0.000"], [300, 1, 1, 1, "1.000"]]
+
+
+def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records():
+    printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), str(BUDGET / "pruning-records"),
+                              "--markdown"], capture_output=True, text=True, check=True).stdout
+    assert printed.strip() and printed.strip() in (BUDGET / "README.md").read_text(encoding="utf-8")

@@ -102,6 +102,44 @@ def test_overall_counts_only_families_where_a_learned_model_is_far_from_last_tok
                for note in table.notes)
 
 
+def _family(task: str, means: dict[str, list[float]], floor: list[float] | None = None, n: int = 3) -> list[dict]:
+    """A family on the chance scale (chance 0, oracle 1): each learned model's rung means, and a baseline's."""
+    recs = [rec for model, rungs in means.items() for rec in _model(task, model, rungs, n=n, spread=0.002)]
+    if floor is not None:
+        recs += _model(task, "uniform", floor, family="baseline", n=n, spread=0.002)
+    return v3(recs, chance=0.0, oracle=1.0)
+
+
+def test_a_family_where_most_learned_models_tie_the_optimum_leaves_overall():
+    solved = _family("lag-walk", {"gru": [1.0, 1.0, 1.0], "lstm": [1.0, 0.995, 0.99], "mlp": [0.6, 0.5, 0.4]})
+    hard = _family("mqar", {"gru": [0.9, 0.7, 0.5], "lstm": [0.8, 0.6, 0.4], "mlp": [0.5, 0.4, 0.3]})
+    scores = build_scores(build(solved + hard))
+    assert scores.counted == ["mqar"]
+    assert scores.dropped["lag-walk"] == "it ranks little: 2 of 3 learned models are shown within 0.02 of the optimum"
+    assert scores.score(OVERALL, _row(scores, "gru")).stat.mean == pytest.approx(0.7)
+    assert any(note.startswith("lag-walk: not in Overall (it ranks little: 2 of 3") for note in score_table(scores).notes)
+
+
+def test_a_family_where_most_learned_models_tie_a_baseline_leaves_overall():
+    floored = _family("mqar", {"gru": [0.2, 0.2, 0.2], "lstm": [0.2, 0.2, 0.2], "transformer": [1.0, 1.0, 1.0]},
+                      floor=[0.2, 0.2, 0.2])
+    scores = build_scores(build(floored + _family("lag-walk", {"gru": [0.9, 0.7, 0.5], "transformer": [0.9, 0.8, 0.7]})))
+    assert scores.dropped["mqar"] == "it ranks little: 2 of 3 learned models are shown within 0.02 of a baseline"
+
+
+@pytest.mark.parametrize("means, n", [
+    # half solve it, half sit at the floor: the family tells the two halves apart
+    ({"gru": [1.0, 1.0, 1.0], "lstm": [1.0, 1.0, 1.0], "mlp": [0.2, 0.2, 0.2], "transformer": [0.2, 0.2, 0.2]}, 3),
+    # every model solves the easy rungs, the hardest separates them
+    ({"gru": [1.0, 1.0, 0.4], "lstm": [1.0, 1.0, 0.7], "mlp": [1.0, 1.0, 0.5]}, 3),
+    # 2 seeds, under the claims' minimum of 3: nothing is shown equivalent, so nothing leaves on that ground
+    ({"gru": [1.0, 1.0, 1.0], "lstm": [1.0, 1.0, 1.0], "mlp": [1.0, 1.0, 1.0]}, 2),
+], ids=["halves", "harder-rung", "two-seeds"])
+def test_a_family_that_separates_its_models_or_is_not_shown_tied_stays_in_overall(means, n):
+    scores = build_scores(build(_family("mqar", means, floor=[0.2, 0.2, 0.2], n=n)))
+    assert scores.counted == ["mqar"] and not scores.dropped
+
+
 def test_bold_only_where_distinguishable_from_both_baselines_and_never_on_a_reference_row():
     recs = (_model("mqar", "gru", [0.25, 0.25, 0.25], spread=0.005)
             + _model("mqar", "lstm", [0.25, 0.25, 0.25], spread=0.005)

@@ -9,7 +9,8 @@ rung no record reached leaves every row without one): the mean over rungs of its
 score, rungs weighted equally. Its overall score is the mean of its family scores over the
 *counted* families, each weighted equally, and exists only when it has a score in every one
 of them. A family counts unless the ``last-token`` baseline is as good as every learned
-model there (:func:`far_from_last_token`); a pitfall family (a record's
+model there (:func:`far_from_last_token`) or most learned models tie the optimum or a baseline
+there (:func:`ranks_little`); a pitfall family (a record's
 ``meta.task_pitfall``) is scored on its own and never counts. A secondary table (a budget, a
 longer context) counts the main table's families less those where no model has a score under
 its pick (every model n/a at a length the task cannot take).
@@ -33,7 +34,7 @@ from typing import Any
 from tokbench.leaderboard import scale
 from tokbench.leaderboard.aggregate import LAST_TOKEN, Cell, Column, Leaderboard, Row, format_value
 from tokbench.leaderboard.scale import BAYES_SCALE, CHANCE_SCALE, NotApplicable, Pick
-from tokbench.leaderboard.stats import (ABOVE, MARGIN, MATCHES, Estimate, Part, Stat, compare_scores, summarise,
+from tokbench.leaderboard.stats import (ABOVE, MARGIN, MATCHES, MIN_SEEDS, Estimate, Part, Stat, compare_scores, summarise,
                                         weighted_sum)
 
 OVERALL = "Overall"
@@ -265,7 +266,8 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
                 cells[ladder.task, row.key] = _score(found)
     scores = Scores(families, pitfalls, rows, cells, {r.key: family(r, board) for r in rows})
     if counted is None:
-        scores.dropped = {lad.task: why for lad in families if (why := far_from_last_token(scores, lad.task))}
+        scores.dropped = {lad.task: why for lad in families
+                          if (why := far_from_last_token(scores, lad.task) or ranks_little(scores, lad.task))}
         scores.counted = [lad.task for lad in families if lad.task not in scores.dropped]
     else:  # the main table's families, less those no row has a score in under this pick (n/a for every model)
         unscored = {lad.task for lad in families if not any((lad.task, row.key) in shares for row in rows)}
@@ -308,6 +310,29 @@ def far_from_last_token(scores: Scores, task: str) -> str:
                 and test.low > MARGIN:
             return ""
     return f"no learned model is shown above the last-token baseline by more than {MARGIN:g}"
+
+
+# The optimum's score on either scale: exactly 1 for every run, so it adds no variance to a comparison.
+OPTIMUM = Estimate(1.0, 0.0, (), MIN_SEEDS)
+
+
+def ranks_little(scores: Scores, task: str) -> str:
+    """Why family ``task`` stays out of Overall because it ranks little ("" when it counts).
+
+    It ranks little when more than half of the learned models with a score there are shown equivalent
+    (:func:`stats.compare_scores`: the 90% interval of the difference inside +-``MARGIN``) to the optimum's
+    score of 1, or more than half to a baseline's family score: most models solve it, or most do no better
+    than a floor, and the family tells them little apart. A family score is the mean over the rungs, so a harder
+    rung that separates the models keeps the family counted.
+    """
+    learned = [e for row in scores.ranked if (e := scores.score(task, row).estimate) is not None]
+    floors = [e for row in scores.rows if row.baseline and (e := scores.score(task, row).estimate) is not None]
+    solved = sum(compare_scores(e, OPTIMUM).verdict == MATCHES for e in learned)
+    floored = sum(any(compare_scores(e, floor).verdict == MATCHES for floor in floors) for e in learned)
+    for tied, what in ((solved, "the optimum"), (floored, "a baseline")):
+        if 2 * tied > len(learned):
+            return f"it ranks little: {tied} of {len(learned)} learned models are shown within {MARGIN:g} of {what}"
+    return ""
 
 
 def _ordered(rows: list[Row], cells: dict[tuple[str, str], Score]) -> list[Row]:

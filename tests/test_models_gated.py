@@ -72,6 +72,20 @@ def test_h3_ssms_are_the_papers():
         torch.testing.assert_close(diagonal.kernel(5), kernel, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize(("T", "N"), [(10, 4), (37, 64), (64, 64)])
+def test_the_shift_ssms_toeplitz_form_is_its_convolution(T, N):
+    """The CPU's form (a matmul with the taps' Toeplitz matrices) and the GPU's (a depthwise conv1d): the same
+    outputs and gradients, for contexts shorter and longer than the taps."""
+    torch.manual_seed(0)
+    shift = ShiftSSM(channels=5, state=N)
+    u = torch.randn(3, T, 5, requires_grad=True)
+    (by_conv, grads_conv), (by_matmul, grads_matmul) = (
+        (y, torch.autograd.grad(y.square().sum(), (u, shift.taps))) for y in (shift.convolution(u), shift.toeplitz(u)))
+    torch.testing.assert_close(by_matmul, by_conv, atol=1e-5, rtol=1e-5)
+    for a, b in zip(grads_matmul, grads_conv):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-5)
+
+
 @pytest.mark.parametrize(("name", "params", "message"), [("gla", {"d": 12, "heads": 4}, "multiple of 2"),
                                                          ("h3", {"d": 12, "head_dim": 5}, "multiple of head_dim"),
                                                          ("h3", {"d_state": 7}, "even")])

@@ -20,7 +20,8 @@ The layer (Sec. 3.1, Algorithm 1):
 The diagonal SSM is the authors' (``SSKernelDiag``): A = -exp(a) + i b initialised S4D-Lin (-1/2 + i pi m for
 mode m), B = 1, C complex normal, a step dt per head drawn log-uniformly in [0.001, 0.1], bilinear
 discretisation A' = (1 + dt A / 2) / (1 - dt A / 2), B' = dt B / (1 - dt A / 2). Training computes both SSMs as
-convolutions (Sec. 3.3): the shift SSM's taps with a depthwise ``conv1d``, the diagonal SSM's kernel
+convolutions (Sec. 3.3): the shift SSM's taps with a depthwise ``conv1d`` (on a CPU, the same convolution as a
+matmul with their Toeplitz matrices), the diagonal SSM's kernel
 K_l = 2 Re(C B' A'^l) by FFT; ``reference = True`` on a layer runs both recurrences position by position
 instead, which a test holds equal.
 """
@@ -47,11 +48,25 @@ class ShiftSSM(nn.Module):
         self.skip = nn.Parameter(torch.randn(channels))  # D
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        """(n, T, channels) -> (n, T, channels): y_t = sum_i C_i u_{t-i} + D u_t."""
+        """(n, T, channels) -> (n, T, channels): y_t = sum_i C_i u_{t-i} + D u_t. A depthwise ``conv1d`` on a GPU;
+        on a CPU, whose ``conv1d`` backward is slow for depthwise filters (3 to 4 times the matmul's time at
+        T = N = 64), one batched matmul with the banded Toeplitz matrices of the taps."""
+        return (self.convolution(u) if u.is_cuda else self.toeplitz(u)) + self.skip * u
+
+    def convolution(self, u: torch.Tensor) -> torch.Tensor:
+        """sum_i C_i u_{t-i} as a depthwise causal convolution."""
         N = self.taps.shape[1]
         x = F.pad(u.transpose(1, 2), (N - 1, 0))  # (n, channels, N - 1 + T): zeros before the start
         y = F.conv1d(x, self.taps.flip(-1)[:, None, :], groups=self.taps.shape[0])  # cross-correlation: flip C
-        return y.transpose(1, 2) + self.skip * u
+        return y.transpose(1, 2)
+
+    def toeplitz(self, u: torch.Tensor) -> torch.Tensor:
+        """sum_i C_i u_{t-i} as y[:, t, c] = sum_s u[:, s, c] W[c, s, t], W[c, s, t] = C_{t-s} where 0 <= t - s < N."""
+        T, N = u.shape[1], self.taps.shape[1]
+        positions = torch.arange(T, device=u.device)
+        lag = positions - positions[:, None]  # (s, t): t - s
+        band = (self.taps[:, lag.clamp(0, N - 1)] * ((lag >= 0) & (lag < N)))  # (channels, T, T)
+        return torch.einsum("nsc,cst->ntc", u, band)
 
     def recurrent(self, u: torch.Tensor) -> torch.Tensor:
         """The same, as the shift recurrence x_t = S x_{t-1} + e_1 u_t, y_t = C x_t + D u_t."""

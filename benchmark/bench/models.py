@@ -1,16 +1,21 @@
-"""Benchmark section for the model families: the harness against a plain PyTorch loop for transformer-2l, and
-Mamba's CPU scan against mambapy's parallel scan.
+"""Benchmark section for the model families: the harness against a plain PyTorch loop for transformer-2l,
+Mamba's CPU scan against mambapy's parallel scan, and H3's CPU shift SSM (a Toeplitz matmul) against its
+depthwise conv1d; and the step of each recurrent, gated and state-space model against transformer-2l's (the
+table "Cost of a step" in docs/models.md).
 
     python benchmark/bench/run.py --only models [--quick]
 
 The task is scored at many positions (mqar), so the harness's label alignment, ignored
 positions and curve logging are all in play; the plain loop does the same maths (the model's
 own loss, AdamW, warm-up then cosine decay, clipping, mini-batches) with nothing around it.
-The Mamba row times a forward and backward of the model at the tokbench suite's middle mqar rung (width 64,
-T = 64, V = 1024, batch 64), the same model with the scan of :mod:`tokbench_models.scan` and with mambapy's.
+The Mamba and H3 rows time a forward and backward of the model at the tokbench suite's middle mqar rung (width 64,
+T = 64, V = 1024, batch 64): the same model with the CPU's form (the scan of :mod:`tokbench_models.scan`; the
+shift SSM's Toeplitz matmul) and with the other (mambapy's parallel scan; ``conv1d``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from unittest import mock
 
 import torch
@@ -20,6 +25,7 @@ from timing import compare
 from tokbench.harness import train_model
 from tokbench.plugins import registry
 from tokbench.seeding import derive_seed
+from tokbench_models.h3 import ShiftSSM
 
 MODEL, TASK = "transformer-2l", "mqar"
 
@@ -59,27 +65,51 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
     )
     return [(f"harness / plain loop, {MODEL}, {TASK}", t_harness / t_plain,
              f"{steps} AdamW steps, batch {recipe.batch_size}, T={task.context_length}, scored at many positions "
-             f"(target <= 1.10); plain {t_plain:.2f}s"), _mamba_scan(quick)]
+             f"(target <= 1.10); plain {t_plain:.2f}s"),
+            _cpu_form(quick, "mamba", mock.patch("tokbench_models.mamba.usable", lambda x: False),
+                      "mamba step, CPU scan / mambapy's parallel scan", "parallel scan"),
+            _cpu_form(quick, "h3", mock.patch("tokbench_models.h3.ShiftSSM.toeplitz", ShiftSSM.convolution),
+                      "h3 step, shift SSM as a Toeplitz matmul / as conv1d", "conv1d"),
+            *_step_costs(quick)]
 
 
-def _mamba_scan(quick: bool) -> tuple[str, float, str]:
-    task = registry().task(TASK).create({"vocab_size": 1024, "context_length": 64, "num_kv_pairs": 8,
-                                         "num_queries": 8})
-    spec = registry().model("mamba")
+def _training_step(name: str, context_length: int, batch: int) -> Callable[[], None]:
+    """A forward and backward of ``name`` (width 64, its other defaults) on a batch of mqar (V = 1024, 8 pairs)."""
+    task = registry().task(TASK).create({"vocab_size": 1024, "context_length": context_length, "num_kv_pairs": 8,
+                                         "num_queries": 8, "train_size": batch})
+    spec = registry().model(name)
     torch.manual_seed(0)
     model = spec.build(spec.resolve({"d": 64}), task)
     split = task.make_split("train", 0)
-    batch = 16 if quick else 64
-    tokens, labels = split.tokens[:batch], split.labels[:batch]
 
     def step() -> None:
         model.zero_grad()
-        model.loss(model(tokens), labels).backward()
+        model.loss(model(split.tokens), split.labels).backward()
+    return step
 
-    def parallel() -> None:
-        with mock.patch("tokbench_models.mamba.usable", lambda x: False):
+
+def _cpu_form(quick: bool, name: str, other: AbstractContextManager, label: str,
+              other_label: str) -> tuple[str, float, str]:
+    """A model's training step with its CPU form against the same step under ``other`` (the form it replaces)."""
+    batch = 16 if quick else 64
+    step = _training_step(name, 64, batch)
+
+    def replaced() -> None:
+        with other:
             step()
-    t_ours, t_parallel = compare(step, parallel, 3 if quick else 7)
-    return ("mamba step, CPU scan / mambapy's parallel scan", t_ours / t_parallel,
-            f"forward and backward, width 64, 2 layers, T=64, V=1024, batch {batch} (target < 1); "
-            f"parallel scan {t_parallel * 1e3:.0f} ms")
+    t_ours, t_other = compare(step, replaced, 3 if quick else 7)
+    return (label, t_ours / t_other, f"forward and backward, width 64, 2 layers, T=64, V=1024, batch {batch} "
+            f"(target < 1); {other_label} {t_other * 1e3:.0f} ms")
+
+
+def _step_costs(quick: bool) -> list[tuple[str, float, str]]:
+    """The recurrent, gated and state-space models' training step against transformer-2l's (docs/models.md)."""
+    batch, rows = 16 if quick else 64, []
+    for T in (64, 256):
+        reference = _training_step("transformer-2l", T, batch)
+        for name in ("gru", "gla", "h3", "mamba"):
+            t_model, t_reference = compare(_training_step(name, T, batch), reference, 3 if quick else 5)
+            rows.append((f"{name} step / transformer-2l step, T={T}", t_model / t_reference,
+                         f"forward and backward, width 64, mqar V=1024, batch {batch}; "
+                         f"transformer-2l {t_reference * 1e3:.0f} ms"))
+    return rows

@@ -33,7 +33,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BUDGET / "cpu_plan.py"), *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("extra", [[], ["--set", "train.sweep_steps=1000"]])
+@pytest.mark.parametrize("extra", [[], ["--set", "train.sweep_steps=3000"]])
 def test_the_readme_tables_are_what_the_command_prints_on_the_committed_costs(extra):
     # --no-measure also checks that the committed costs cover every trained variant of the architecture ranking
     done = run("--model", *ARCHITECTURES, "--no-measure", "--markdown", *extra)

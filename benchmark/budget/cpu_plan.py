@@ -111,7 +111,7 @@ def main() -> int:
     parser.add_argument("--task", nargs="+", default=(), help="only these tasks (glob patterns allowed)")
     parser.add_argument("--model", nargs="+", default=(), help="only these models (glob patterns allowed)")
     parser.add_argument("--set", dest="settings", nargs="+", default=(), metavar="KEY=VALUE",
-                        help="as tokbench run --set: another plan over the same settings (train.sweep_steps=1000)")
+                        help="as tokbench run --set: another plan over the same settings (train.sweep_steps=3000)")
     parser.add_argument("--costs", type=Path, default=Path(__file__).with_name("cpu-costs.json"),
                         help="measured seconds per step, read and extended (default cpu-costs.json beside this)")
     parser.add_argument("--no-measure", action="store_true", help="project from --costs only; fail if one is missing")

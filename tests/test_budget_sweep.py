@@ -39,6 +39,23 @@ def test_records_without_a_rate_choice_are_left_out():
     assert sweep.choices(records) == []
 
 
+def test_a_run_beyond_the_edge_extends_its_sweep_and_only_its_own():
+    """edges.toml: one candidate at x 16 of the same configuration and seed joins the sweep's row; another seed's,
+    or another configuration's, does not."""
+    params = {"task": {"context_length": 20}, "model": {"width": 256}, "train": {"lr": 0.001, "steps": 10000}}
+    full = {**_record({"lr=0.00025,wd=0.1": 0.27, "lr=0.001,wd=0.1": 0.31, "lr=0.004,wd=0.1": 0.34}, "cosine"),
+            "params": {**params, "train": {**params["train"], "lr_grid": [0.00025, 0.001, 0.004], "wd_grid": [0.0, 0.1]}}}
+    beyond = {**_record({"lr=0.016,wd=0.1": 0.33}, "cosine"),
+              "params": {**params, "train": {**params["train"], "lr_grid": [0.016], "wd_grid": [0.1]}}}
+    beyond["train"]["stopped_because"] = "target"
+    elsewhere = {**beyond, "seed": 1}
+    other = {**beyond, "params": {**params, "model": {"width": 64}}}
+    (choice,) = sweep.choices([beyond, full, elsewhere, other])
+    assert choice.rates == (0.00025, 0.001, 0.004, 0.016) and choice.accuracies == (0.27, 0.31, 0.34, 0.33)
+    assert (choice.place, choice.stopped_because) == ("inside", "cap")
+    assert choice.margin == pytest.approx(0.01)
+
+
 def test_summary_counts_places_and_clear_edges_per_schedule_and_grid():
     records = [_record({"0.0025": 0.30, "0.01": 0.28, "0.04": 0.27}, seed=0),  # low, clear
                _record({"0.0025": 0.30, "0.01": 0.295, "0.04": 0.27}, seed=1),  # low, within noise

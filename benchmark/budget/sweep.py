@@ -13,6 +13,7 @@ learning rate: the edge is that of the rates.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -67,17 +68,33 @@ def _rate(key: str) -> float:
 
 
 def choices(records: Iterable[Mapping[str, Any]]) -> list[Choice]:
-    """The sweeps of the ok records that chose among several learning rates, sorted by task, model, rung, seed."""
-    found = []
+    """The sweeps of the ok records that chose among several learning rates, sorted by task, model, rung, seed.
+
+    Records of one configuration and seed that differ only in their grids (``lr_grid``, ``wd_grid``: a sweep, and
+    a run at a rate beyond its edge, ``edges.toml``) are one sweep over all their candidates: they share the
+    initialisation, the batches and the validation sequences, so their validation accuracies compare."""
+    sweeps: dict[tuple, tuple[dict[str, float], dict[str, str]]] = {}  # per sweep: accuracy and stop by candidate
     for record in records:
         train = record.get("train") or {}
         selection = train.get("lr_selection_val_accuracy")
-        if record.get("status") != "ok" or not selection or len({_rate(key) for key in selection}) < 2:
+        if record.get("status") != "ok" or not selection:
             continue
         rung = ",".join(f"{k}={v}" for k, v in (record.get("ladder") or {}).get("axes", {}).items())
-        found.append(Choice(record["task"], rung, record["model"], record["seed"], train.get("schedule", "constant"),
-                            tuple(_rate(key) for key in selection), tuple(selection.values()),
-                            train.get("stopped_because", "")))
+        params = dict(record.get("params") or {})
+        params["train"] = {k: v for k, v in (params.get("train") or {}).items() if k not in ("lr_grid", "wd_grid")}
+        key = (record["task"], rung, record["model"], record["seed"], train.get("schedule", "constant"),
+               json.dumps(params, sort_keys=True))
+        merged, stops = sweeps.setdefault(key, ({}, {}))
+        merged.update(selection)
+        stops.update(dict.fromkeys(selection, train.get("stopped_because", "")))
+    found = []
+    for (task, rung, model, seed, schedule, _), (merged, stops) in sweeps.items():
+        ordered = sorted(merged, key=_rate)  # stable: a rate's weight decays keep their order
+        if len({_rate(k) for k in ordered}) < 2:
+            continue
+        best = max(ordered, key=lambda k: merged[k])
+        found.append(Choice(task, rung, model, seed, schedule, tuple(_rate(k) for k in ordered),
+                            tuple(merged[k] for k in ordered), stops[best]))
     found.sort(key=lambda c: (c.task, c.model, c.rung, c.schedule, len(c.rates), c.seed))
     return found
 

@@ -71,8 +71,8 @@ def test_the_command_prints_both_tables_for_an_empty_folder(tmp_path, capsys):
     assert "validation accuracy" in out and "edge by > 0.01" in out
 
 
-def test_the_table_in_the_budget_readme_is_what_the_tool_prints_on_the_committed_check():
-    root = TOOL.parents[2]
-    printed = subprocess.run([sys.executable, str(TOOL), str(root / "benchmark" / "budget" / "sweep-records"),
-                              "--markdown"], capture_output=True, text=True, check=True).stdout
+@pytest.mark.parametrize("folders", [["sweep-records"], ["pruning-records", "edges-records"]])
+def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_checks(folders):
+    printed = subprocess.run([sys.executable, str(TOOL), *(str(BUDGET / folder) for folder in folders), "--markdown"],
+                             capture_output=True, text=True, check=True).stdout
     assert printed.count("|") > 100 and printed.strip() in (TOOL.parent / "README.md").read_text()

@@ -101,9 +101,8 @@ def _claims(scores: Scores, budgets: Budgets | None) -> list[str]:
 def build_rankings(report: Report) -> list[Ranking]:
     """The section's rows as rankings: the architectures, and the single attention layers (rows whose model
     declares the family ``attention (1 layer)``), each with the reference rows and on the families its models
-    were run on. Each ranking counts its families by the section's rule applied to its own learned models
-    (:func:`~tokbench.leaderboard.scores.build_scores`): a family that ranks the architectures may rank little
-    among the single layers. With one group only, the section's scores are its one ranking."""
+    were run on. Overall counts the families the section's scores count, so both rankings use one rule. With
+    one group only, the section's scores are its one ranking."""
     scores = report.scores
     assert scores is not None
     learned = scores.ranked
@@ -114,9 +113,10 @@ def build_rankings(report: Report) -> list[Ranking]:
         return [Ranking(SCORES, "", scores, report.budgets, report.lengths, report.claims)]
     rankings = []
     for title, rows in groups:
-        ranked = build_scores(report.board, among=[*rows, *scores.pinned])
+        ranked = build_scores(report.board, counted=scores.counted, among=[*rows, *scores.pinned])
         if ranked is None:
             continue
+        ranked.dropped = {task: scores.dropped.get(task, why) for task, why in ranked.dropped.items()}
         budgets = build_budgets(report.board, ranked)
         rankings.append(Ranking(title, _about(title, ranked), ranked, budgets, build_lengths(report.board, ranked),
                                 _claims(ranked, budgets)))

@@ -239,7 +239,7 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
     """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
 
     ``counted`` fixes the families of Overall (a secondary table or a ranking uses the main table's);
-    by default they are the families :func:`far_from_last_token` keeps. ``among`` restricts the rows
+    by default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep. ``among`` restricts the rows
     (a ranking: its learned models and the reference rows) and the ladders to those its learned rows
     were run on.
     """
@@ -312,7 +312,8 @@ def far_from_last_token(scores: Scores, task: str) -> str:
     return f"no learned model is shown above the last-token baseline by more than {MARGIN:g}"
 
 
-# The optimum's score on either scale: exactly 1 for every run, so it adds no variance to a comparison.
+# The optimum's score on the chance scale: exactly 1 for every run, so it adds no variance to a comparison (on the
+# older accuracy / Bayes scale 1 is the Bayes optimum, which the oracle row reaches in expectation).
 OPTIMUM = Estimate(1.0, 0.0, (), MIN_SEEDS)
 
 

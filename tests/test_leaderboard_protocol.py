@@ -127,6 +127,18 @@ def test_a_family_where_most_learned_models_tie_a_baseline_leaves_overall():
     assert scores.dropped["mqar"] == "it ranks little: 2 of 3 learned models are shown within 0.02 of a baseline"
 
 
+@pytest.mark.parametrize("floors, dropped", [(["uniform"], True),
+                                             (["uniform", "last-token", "context-guess"], False)])
+def test_a_tie_with_any_of_several_baselines_is_tested_at_five_percent_over_their_number(floors, dropped):
+    # two models 0.008 above floors at 0.2: shown within 0.02 of one floor at 5%, but not of any of three at 5%/3
+    # each (Bonferroni), which a claim about "some baseline" needs to keep its 5% level
+    means = {"gru": [0.208] * 3, "lstm": [0.208] * 3, "transformer": [1.0] * 3}
+    recs = [rec for model, rungs in means.items() for rec in _model("mqar", model, rungs, spread=0.002)]
+    recs += [rec for floor in floors for rec in _model("mqar", floor, [0.2] * 3, family="baseline", spread=0.002)]
+    scores = build_scores(build(v3(recs, chance=0.0, oracle=1.0)))
+    assert ("mqar" in scores.dropped) is dropped and ("mqar" in scores.counted) is not dropped
+
+
 @pytest.mark.parametrize("means, n", [
     # half solve it, half sit at the floor: the family tells the two halves apart
     ({"gru": [1.0, 1.0, 1.0], "lstm": [1.0, 1.0, 1.0], "mlp": [0.2, 0.2, 0.2], "transformer": [0.2, 0.2, 0.2]}, 3),

@@ -34,8 +34,8 @@ from typing import Any
 from tokbench.leaderboard import scale
 from tokbench.leaderboard.aggregate import LAST_TOKEN, Cell, Column, Leaderboard, Row, format_value
 from tokbench.leaderboard.scale import BAYES_SCALE, CHANCE_SCALE, NotApplicable, Pick
-from tokbench.leaderboard.stats import (ABOVE, MARGIN, MATCHES, MIN_SEEDS, Estimate, Part, Stat, compare_scores, summarise,
-                                        weighted_sum)
+from tokbench.leaderboard.stats import (ABOVE, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, Estimate, Part, Stat,
+                                        compare_scores, summarise, weighted_sum)
 
 OVERALL = "Overall"
 
@@ -323,13 +323,16 @@ def ranks_little(scores: Scores, task: str) -> str:
     It ranks little when more than half of the learned models with a score there are shown equivalent
     (:func:`stats.compare_scores`: the 90% interval of the difference inside +-``MARGIN``) to the optimum's
     score of 1, or more than half to a baseline's family score: most models solve it, or most do no better
-    than a floor, and the family tells them little apart. A family score is the mean over the rungs, so a harder
-    rung that separates the models keeps the family counted.
+    than a floor, and the family tells them little apart. "Equivalent to some baseline" is a claim about any of
+    k baselines, so each of its tests runs at 5%/k (Bonferroni), which keeps the claim's level at 5%. A family
+    score is the mean over the rungs, so a harder rung that separates the models keeps the family counted.
     """
     learned = [e for row in scores.ranked if (e := scores.score(task, row).estimate) is not None]
     floors = [e for row in scores.rows if row.baseline and (e := scores.score(task, row).estimate) is not None]
     solved = sum(compare_scores(e, OPTIMUM).verdict == MATCHES for e in learned)
-    floored = sum(any(compare_scores(e, floor).verdict == MATCHES for floor in floors) for e in learned)
+    per_floor = (1 - CONFIDENCE) / max(1, len(floors))
+    floored = sum(any(compare_scores(e, floor, equivalence_alpha=per_floor).verdict == MATCHES for floor in floors)
+                  for e in learned)
     for tied, what in ((solved, "the optimum"), (floored, "a baseline")):
         if 2 * tied > len(learned):
             return f"it ranks little: {tied} of {len(learned)} learned models are shown within {MARGIN:g} of {what}"

@@ -339,12 +339,15 @@ def weighted_sum(parts: Sequence[Part]) -> Estimate:
     return Estimate(value, math.fsum(u for u, _ in terms), terms, seeds)
 
 
-def compare_scores(a: Estimate, b: Estimate, margin: float = MARGIN) -> Comparison:
+def compare_scores(a: Estimate, b: Estimate, margin: float = MARGIN,
+                   equivalence_alpha: float = 1 - CONFIDENCE) -> Comparison:
     """Test ``a - b`` for two estimates on disjoint cells (Welch, Welch-Satterthwaite df).
 
     ``verdict`` as :func:`compare`'s: None when either has a cell under ``MIN_SEEDS``
-    seeds, else ``matches`` (90% interval inside +-``margin``), ``above``/``below`` (95%
-    interval excludes 0) or ``undecided``.
+    seeds, else ``matches`` (the ``1 - 2 * equivalence_alpha`` interval, 90% by default, inside
+    +-``margin``: two one-sided tests at ``equivalence_alpha``), ``above``/``below`` (95%
+    interval excludes 0) or ``undecided``. A caller that claims a match with *any* of k references
+    passes ``equivalence_alpha / k`` (Bonferroni), so the claim keeps its level.
     """
     difference = a.value - b.value
     seeds = min(a.seeds, b.seeds)
@@ -354,7 +357,7 @@ def compare_scores(a: Estimate, b: Estimate, margin: float = MARGIN) -> Comparis
     half = _welch_half_width(var, terms, CONFIDENCE)
     verdict = None
     if seeds >= MIN_SEEDS:
-        verdict = _verdict(difference, half, _welch_half_width(var, terms, 1 - 2 * (1 - CONFIDENCE)), margin)
+        verdict = _verdict(difference, half, _welch_half_width(var, terms, 1 - 2 * equivalence_alpha), margin)
     return Comparison(difference, difference - half, difference + half, seeds, verdict)
 
 

@@ -218,18 +218,25 @@ def test_scores_lead_their_section_in_every_format():
     assert "deterministic-walk (pitfall)</th>" in html
 
     data = json.loads(render(board_sections, "json"))["sections"][0]["scores"]
-    assert data["columns"] == ["Overall", "mqar", "random-walk", "deterministic-walk"]
+    # two rankings, each with its own Overall: the section's own table holds the family scores only
+    assert data["columns"] == ["mqar", "random-walk", "deterministic-walk"] and data["counted"] == []
     assert [(lad["task"], lad["pitfall"]) for lad in data["ladders"]] == [
         ("mqar", ""), ("random-walk", ""), ("deterministic-walk", PITFALL)]
-    first = data["rows"][0]
+    architectures = data["rankings"][0]
+    assert architectures["columns"] == ["Overall", "mqar", "random-walk", "deterministic-walk"]
+    first = architectures["rows"][0]
     assert first["label"] == "transformer" and first["scores"]["Overall"]["best"] is True
-    assert data["claims"][:len(notes.score_claims(build_scores(board_sections[0].board)))] == notes.score_claims(
-        build_scores(board_sections[0].board))
+    assert set(first["by_budget"]) == set(data["budgets"])
+    report = build_report(board_sections[0])
+    assert data["claims"] == report.claims and architectures["claims"] == report.rankings[0].claims
 
     rows = list(csv.DictReader(io.StringIO(render(board_sections, "csv"))))
     score_rows = [r for r in rows if r["kind"] == "score"]
-    overall = next(r for r in score_rows if r["task_label"] == "Overall" and r["model_label"] == "transformer")
+    overall = next(r for r in score_rows if r["task_label"] == "Overall" and r["model_label"] == "transformer"
+                   and r["score_at"] == "final")
+    assert overall["ranking"] == "Architectures"
     assert float(overall["score_low"]) < float(overall["score_mean"]) < float(overall["score_high"])
+    assert {r["ranking"] for r in score_rows if r["model_label"] == "attn-paper-a"} == {"Single attention layers"}
     assert {r["ladder_rung"] for r in rows if r["kind"] == "cell" and r["task"] == "mqar"} == {"0", "1", "2"}
     assert next(r for r in rows if r["kind"] == "cell" and r["task"] == "random-walk" and r["task_params"]
                 == json.dumps({**WALK}, sort_keys=True, separators=(",", ":")))["ladder_rung"] == ""
@@ -268,29 +275,34 @@ def test_ladder_plot_panels_share_a_scale_and_mark_pitfalls():
 
 def test_two_rankings_are_two_views_of_one_report():
     """The single attention layers (declared family) get their own ranking, the architectures theirs; both keep
-    the reference rows, count the section's families, and mark the best of their own rows."""
+    the reference rows and the section's family scores, count their families by the rule over their own learned
+    models, and mark the best of their own rows."""
     from tokbench.leaderboard.report import ARCHITECTURES, SINGLE_LAYERS
 
     report = build_report(sections(_suite(), "tokbench")[0])
     architectures, single = report.rankings
     assert (architectures.title, single.title) == (ARCHITECTURES, SINGLE_LAYERS)
-    assert [r.model for r in architectures.scores.ranked] == [r.model for r in report.scores.ranked
-                                                               if r.model != "attn-paper-a"]  # the same order
-    assert {r.model for r in architectures.scores.ranked} == {"transformer", "transformer-2l", "mlp"}
+    assert [r.model for r in architectures.scores.ranked] == ["transformer", "mlp", "transformer-2l"]  # by Overall
     assert [r.model for r in single.scores.ranked] == ["attn-paper-a"]
     assert [r.model for r in single.scores.pinned] == [r.model for r in architectures.scores.pinned] \
         == ["bayes-optimal"]
-    assert single.scores.counted == architectures.scores.counted == report.scores.counted
-    for ranking in report.rankings:  # the same numbers as the section's scores, row by row
+    # random-walk: attn-paper-a ties the optimum there, so the family ranks little among the single layers
+    # (1 of 1) and leaves their Overall; the architectures' models are apart there, and it counts for them
+    assert architectures.scores.counted == ["mqar", "random-walk"] and not architectures.scores.dropped
+    assert single.scores.counted == ["mqar"] and single.scores.dropped["random-walk"].startswith("it ranks little")
+    assert report.scores.counted == [] and OVERALL not in report.scores.columns  # no section-wide Overall
+    for ranking in report.rankings:  # the same family scores as the section's, row by row
         for row in ranking.scores.rows:
-            for column in ranking.scores.columns:
+            for column in report.scores.columns:
                 assert ranking.scores.score(column, row).stat == report.scores.score(column, row).stat
     paper_a = single.scores.ranked[0]
     assert single.scores.score("random-walk", paper_a).best  # the best of its own ranking
+    assert single.scores.score(OVERALL, paper_a).stat.mean == pytest.approx(
+        single.scores.score("mqar", paper_a).stat.mean)
     data = json.loads(render(sections(_suite(), "tokbench"), "json"))["sections"][0]["scores"]["rankings"]
-    assert [(r["title"], [row["model"] for row in r["rows"]]) for r in data] == [
-        (ARCHITECTURES, [r.model for r in architectures.scores.rows]),
-        (SINGLE_LAYERS, ["attn-paper-a", "bayes-optimal"])]
+    assert [(r["title"], [row["model"] for row in r["rows"]], r["counted"]) for r in data] == [
+        (ARCHITECTURES, [r.model for r in architectures.scores.rows], ["mqar", "random-walk"]),
+        (SINGLE_LAYERS, ["attn-paper-a", "bayes-optimal"], ["mqar"])]
 
 
 def test_one_group_is_one_ranking_titled_scores():

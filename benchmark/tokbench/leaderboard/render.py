@@ -19,7 +19,9 @@ from tabulate import LATEX_ESCAPE_RULES, tabulate
 
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
+from tokbench.leaderboard.budgets import Budgets
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
+from tokbench.leaderboard.lengths import Lengths
 from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.scale import FINAL
 from tokbench.leaderboard.scores import OVERALL, Score, Scores
@@ -307,36 +309,46 @@ def _score_json(score: Score) -> dict[str, Any]:
 
 def _scores_json(report: Report) -> dict[str, Any]:
     """The score table for machines: ladders with their rungs, then each model's score per column, by budget and
-    by evaluation length (``length``: per setting, each column's score)."""
+    by evaluation length (``length``: per setting, each column's score); then each ranking the same way, with its
+    own Overall (a section of several rankings has no section-wide Overall: its ``counted`` is empty)."""
     scores = report.scores
     assert scores is not None
-    budgets = report.budgets.tables if report.budgets else {}
-    lengths = report.lengths.tables if report.lengths else {}
-    stability = report.budgets.stability if report.budgets else []
     return {
         "budget": report.budget, "counted": scores.counted, "dropped": scores.dropped,
-        "budgets": list(budgets), "length_settings": list(lengths),
-        "stability": [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
-                       "pvalue": _round(s.pvalue), "n": s.n} for s in stability],
+        "budgets": report.budgets.labels if report.budgets else [],
+        "length_settings": report.lengths.settings if report.lengths else [],
+        "stability": _stability_json(report.budgets),
         "ladders": [{"task": lad.task, "pitfall": lad.pitfall, "axes": lad.axes,
                      "rungs": [{"rung": r.index, "axes": r.axes, "tasks": [c.slug for c in r.columns]}
                                for r in lad.rungs]} for lad in scores.ladders],
         "columns": scores.columns,
-        "rows": [{"model": row.slug, "label": row.label, "family": scores.family[row.key], "oracle": row.oracle,
-                  "baseline": row.baseline,
-                  "scores": {column: _score_json(scores.score(column, row)) for column in scores.columns},
-                  "by_budget": {label: {column: _score_json(table.score(column, row)) for column in table.columns}
-                                for label, table in budgets.items()},
-                  "length": {name: {column: _score_json(table.score(column, row)) for column in table.columns}
-                             for name, table in lengths.items()}}
-                 for row in scores.rows],
+        "rows": _rows_json(scores, report.budgets, report.lengths),
         "claims": report.claims,
         "rankings": [{"title": ranking.title, "about": ranking.about, "columns": ranking.scores.columns,
-                      "counted": ranking.scores.counted, "claims": ranking.claims,
-                      "rows": [{"model": row.slug, "scores": {column: _score_json(ranking.scores.score(column, row))
-                                                              for column in ranking.scores.columns}}
-                               for row in ranking.scores.rows]} for ranking in report.rankings],
+                      "counted": ranking.scores.counted, "dropped": ranking.scores.dropped, "claims": ranking.claims,
+                      "stability": _stability_json(ranking.budgets),
+                      "rows": _rows_json(ranking.scores, ranking.budgets, ranking.lengths)}
+                     for ranking in report.rankings],
     }
+
+
+def _stability_json(budgets: Budgets | None) -> list[dict[str, Any]]:
+    return [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
+             "pvalue": _round(s.pvalue), "n": s.n} for s in (budgets.stability if budgets else [])]
+
+
+def _rows_json(scores: Scores, budgets: Budgets | None, lengths: Lengths | None) -> list[dict[str, Any]]:
+    """Each row of a score table: its identity, its score per column, by budget and by evaluation setting."""
+    by_budget = budgets.tables if budgets else {}
+    by_length = lengths.tables if lengths else {}
+    return [{"model": row.slug, "label": row.label, "family": scores.family[row.key], "oracle": row.oracle,
+             "baseline": row.baseline,
+             "scores": {column: _score_json(scores.score(column, row)) for column in scores.columns},
+             "by_budget": {label: {column: _score_json(table.score(column, row)) for column in table.columns}
+                           for label, table in by_budget.items()},
+             "length": {name: {column: _score_json(table.score(column, row)) for column in table.columns}
+                        for name, table in by_length.items()}}
+            for row in scores.rows]
 
 
 def _board_json(report: Report) -> dict[str, Any]:
@@ -371,11 +383,12 @@ def to_json(reports: Sequence[Report]) -> str:
 def to_csv(reports: Sequence[Report]) -> str:
     """One line per (section, task, model) cell: identity, seeds, failures, then each metric's mean and CI.
 
-    Where a section has ladders, six columns follow: ``kind`` (``cell``, or ``score`` for
-    a line of a score table: task_label names its column), the cell's ``ladder_rung``, the
-    score's ``score_at`` (``final``, the main table; ``steps=B``, at training budget B;
-    ``eval:SETTING``, at a longer evaluation setting such as ``context_length=x2``) and the
-    score's mean and interval.
+    Where a section has ladders, seven columns follow: ``kind`` (``cell``, or ``score`` for
+    a line of a score table: task_label names its column), the score's ``ranking`` (the title of
+    the ranking whose table it is in: its Overall counts that ranking's families; the reference rows
+    are in every ranking), the cell's ``ladder_rung``, the score's ``score_at`` (``final``, the main
+    table; ``steps=B``, at training budget B; ``eval:SETTING``, at a longer evaluation setting such
+    as ``context_length=x2``) and the score's mean and interval.
     """
     cells = [(r.name, cell) for r in reports for column in r.board.columns for cell in r.board.column_cells(column)]
     scores = {r.name: r.scores for r in reports if r.scores}
@@ -389,7 +402,8 @@ def to_csv(reports: Sequence[Report]) -> str:
     writer.writerow(["section", "task_label", "task", "task_version", "eval_split", "task_params", "model_label",
                      "model", "model_version", "model_params", "train_params", "seeds", "failed", "best",
                      *(f"{m}_{part}" for m in (*metrics, *extra) for part in ("mean", "low", "high")),
-                     *(["kind", "ladder_rung", "score_at", "score_mean", "score_low", "score_high"] if scores else [])])
+                     *(["kind", "ranking", "ladder_rung", "score_at", "score_mean", "score_low", "score_high"]
+                       if scores else [])])
     rungs = {(column.key, name): rung.index for name, board_scores in scores.items()
              for ladder in board_scores.ladders for rung in ladder.rungs for column in rung.columns}
     for name, cell in cells:
@@ -399,10 +413,10 @@ def to_csv(reports: Sequence[Report]) -> str:
                 row.label, row.model, row.version, canonical(row.params), canonical(row.train)]
         writer.writerow([*map(_csv_text, text), " ".join(str(s) for s in cell.seeds), len(cell.failed), cell.best,
                          *(_csv_number(v) for s in stats for v in ((s.mean, s.low, s.high) if s else (None,) * 3)),
-                         *(["cell", rungs.get((column.key, name), "")] + [""] * 4 if scores else [])])
+                         *(["cell", "", rungs.get((column.key, name), "")] + [""] * 4 if scores else [])])
     blank = [""] * (3 * (len(metrics) + len(extra)))
     for name, tables in score_tables.items():
-        for at, board_scores in tables:
+        for ranking, at, board_scores in tables:
             for row in board_scores.rows:
                 for column in board_scores.columns:
                     score = board_scores.score(column, row)
@@ -412,19 +426,20 @@ def to_csv(reports: Sequence[Report]) -> str:
                     text = [name, board_scores.title(column), task, "", "", "", row.label, row.model, row.version,
                             canonical(row.params), canonical(row.train)]
                     values = ((score.stat.mean, score.stat.low, score.stat.high) if score.stat else (None,) * 3)
-                    writer.writerow([*map(_csv_text, text), "", "", score.best, *blank, "score", "", at,
+                    writer.writerow([*map(_csv_text, text), "", "", score.best, *blank, "score", ranking, "", at,
                                      *(_csv_number(v) for v in values)])
     return out.getvalue()
 
 
-def _score_tables(report: Report) -> list[tuple[str, Scores]]:
-    """A section's score tables with their ``score_at`` label: the main one, then by budget, then by setting."""
-    assert report.scores is not None
-    budgets = report.budgets.tables if report.budgets else {}
-    lengths = report.lengths.tables if report.lengths else {}
-    return [("final", report.scores), *((f"steps={label}", table) for label, table in budgets.items()
-                                        if label != FINAL),
-            *((f"eval:{setting}", table) for setting, table in lengths.items())]
+def _score_tables(report: Report) -> list[tuple[str, str, Scores]]:
+    """Per ranking, its score tables with its title and their ``score_at`` label: the main one, then by budget,
+    then by setting."""
+    return [(ranking.title, at, table) for ranking in report.rankings
+            for at, table in (("final", ranking.scores),
+                              *((f"steps={label}", table) for label, table in
+                                (ranking.budgets.tables if ranking.budgets else {}).items() if label != FINAL),
+                              *((f"eval:{setting}", table) for setting, table in
+                                (ranking.lengths.tables if ranking.lengths else {}).items()))]
 
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

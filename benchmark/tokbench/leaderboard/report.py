@@ -1,9 +1,9 @@
 """One report per leaderboard section, computed once from its records; every renderer only renders it.
 
 A :class:`Report` holds what the pages show: the cells (the section's board), the section's scores
-(every row: they decide which families count in Overall), the rankings (two views of those rows: the
-architectures, and the theory papers' single attention layers, each with its scores by budget and by
-evaluation length and its claims), the findings, the protocol and provenance lines, the training budget
+(every row's family scores, and Overall where the section is one ranking), the rankings (the architectures,
+and the theory papers' single attention layers, each counting its own families in its Overall, with its
+scores by budget and by evaluation length and its claims), the findings, the protocol and provenance lines, the training budget
 in words and the compute spent; and its tables, built once from all of it (:mod:`views` only arranges).
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tokbench import verification
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import SINGLE_LAYER_FAMILY, Leaderboard, Section
+from tokbench.leaderboard.aggregate import SINGLE_LAYER_FAMILY, Leaderboard, Row, Section
 from tokbench.leaderboard.budgets import Budgets, budget_text, build_budgets, rising_text, still_rising
 from tokbench.leaderboard.compute import Compute, build_compute
 from tokbench.leaderboard.lengths import Lengths, build_lengths
@@ -76,9 +76,15 @@ class Report:
 
 
 def build_report(section: Section) -> Report:
-    """Everything the pages show about ``section``, each part computed once."""
+    """Everything the pages show about ``section``, each part computed once. A section of several rankings has
+    no section-wide Overall (each ranking counts its own families): its section scores are the family scores."""
     board = section.board
     scores = build_scores(board)
+    groups = ranking_groups(scores) if scores is not None else []
+    if len(groups) > 1:
+        scores = build_scores(board, counted=())
+        assert scores is not None
+        scores.dropped = {}  # no family is left out of an Overall the section does not have
     budgets = build_budgets(board, scores) if scores is not None else None
     lengths = build_lengths(board, scores) if scores is not None else None
     claims = _claims(scores, budgets) if scores is not None else []
@@ -87,7 +93,9 @@ def build_report(section: Section) -> Report:
                     notes.provenance(board, checked), budget_text(board), build_compute(board),
                     notes.provenance_summary(board, checked))
     if scores is not None:
-        report.rankings = build_rankings(report)
+        report.rankings = build_rankings(report, groups)
+        if len(report.rankings) > 1:  # the section's rows in the rankings' order (each by its own Overall)
+            scores.rows = [*(row for ranking in report.rankings for row in ranking.scores.ranked), *scores.pinned]
         report.rising = rising_text(still_rising(board))
     else:
         report.unranked = notes.unranked(board)
@@ -98,25 +106,30 @@ def _claims(scores: Scores, budgets: Budgets | None) -> list[str]:
     return notes.score_claims(scores) + notes.stability_claims(budgets)
 
 
-def build_rankings(report: Report) -> list[Ranking]:
-    """The section's rows as rankings: the architectures, and the single attention layers (rows whose model
-    declares the family ``attention (1 layer)``), each with the reference rows and on the families its models
-    were run on. Overall counts the families the section's scores count, so both rankings use one rule. With
-    one group only, the section's scores are its one ranking."""
-    scores = report.scores
-    assert scores is not None
+def ranking_groups(scores: Scores) -> list[tuple[str, list[Row]]]:
+    """The learned rows as the rankings group them: the architectures, and the single attention layers (rows whose
+    model declares the family ``attention (1 layer)``); groups without rows are left out."""
     learned = scores.ranked
     groups = [(ARCHITECTURES, [r for r in learned if r.family != SINGLE_LAYER_FAMILY]),
               (SINGLE_LAYERS, [r for r in learned if r.family == SINGLE_LAYER_FAMILY])]
-    groups = [(title, rows) for title, rows in groups if rows]
+    return [(title, rows) for title, rows in groups if rows]
+
+
+def build_rankings(report: Report, groups: Sequence[tuple[str, list[Row]]]) -> list[Ranking]:
+    """The section's rows as rankings, one per group of :func:`ranking_groups`, each with the reference rows, on the
+    families its models were run on. Each counts its families in Overall by the section's rule applied to its own
+    learned models (:func:`~tokbench.leaderboard.scores.build_scores`), so a family that tells the architectures
+    little apart leaves their Overall whatever the single layers do there. With one group only, the section's
+    scores are its one ranking."""
+    scores = report.scores
+    assert scores is not None
     if len(groups) < 2:
         return [Ranking(SCORES, "", scores, report.budgets, report.lengths, report.claims)]
     rankings = []
     for title, rows in groups:
-        ranked = build_scores(report.board, counted=scores.counted, among=[*rows, *scores.pinned])
+        ranked = build_scores(report.board, among=[*rows, *scores.pinned])
         if ranked is None:
             continue
-        ranked.dropped = {task: scores.dropped.get(task, why) for task, why in ranked.dropped.items()}
         budgets = build_budgets(report.board, ranked)
         rankings.append(Ranking(title, _about(title, ranked), ranked, budgets, build_lengths(report.board, ranked),
                                 _claims(ranked, budgets)))

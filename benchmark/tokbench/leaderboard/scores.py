@@ -238,10 +238,10 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
                  among: Sequence[Row] | None = None) -> Scores | None:
     """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
 
-    ``counted`` fixes the families of Overall (a secondary table or a ranking uses the main table's);
-    by default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep. ``among`` restricts the rows
-    (a ranking: its learned models and the reference rows) and the ladders to those its learned rows
-    were run on.
+    ``counted`` fixes the families of Overall (a secondary table uses its main table's; empty: no Overall); by
+    default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep among the rows.
+    ``among`` restricts the rows (a ranking: its learned models and the reference rows) and the ladders to those
+    its learned rows were run on.
     """
     ladders = find_ladders(board)
     candidates = board.rows if among is None else list(among)

@@ -48,10 +48,11 @@ class ShiftSSM(nn.Module):
         self.skip = nn.Parameter(torch.randn(channels))  # D
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
-        """(n, T, channels) -> (n, T, channels): y_t = sum_i C_i u_{t-i} + D u_t. A depthwise ``conv1d`` on a GPU;
-        on a CPU, whose ``conv1d`` backward is slow for depthwise filters (3 to 4 times the matmul's time at
-        T = N = 64), one batched matmul with the banded Toeplitz matrices of the taps."""
-        return (self.convolution(u) if u.is_cuda else self.toeplitz(u)) + self.skip * u
+        """(n, T, channels) -> (n, T, channels): y_t = sum_i C_i u_{t-i} + D u_t. A depthwise ``conv1d`` on an
+        accelerator; on a CPU, whose ``conv1d`` backward is slow for depthwise filters (3 to 4 times the matmul's
+        time at T = N = 64), one batched matmul with the banded Toeplitz matrices of the taps."""
+        on_cpu = u.device.type == "cpu"
+        return (self.toeplitz(u) if on_cpu else self.convolution(u)) + self.skip * u
 
     def convolution(self, u: torch.Tensor) -> torch.Tensor:
         """sum_i C_i u_{t-i} as a depthwise causal convolution."""

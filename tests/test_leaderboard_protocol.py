@@ -127,6 +127,34 @@ def test_a_family_where_most_learned_models_tie_a_baseline_leaves_overall():
     assert scores.dropped["mqar"] == "it ranks little: 2 of 3 learned models are shown within 0.02 of a baseline"
 
 
+def test_each_ranking_counts_the_families_its_own_learned_models_separate():
+    # lag-walk: two of three architectures tie the optimum (it ranks little among them), the two single layers are
+    # far apart; mqar separates the architectures. One board, two rankings, two sets of counted families.
+    single = "attention (1 layer)"
+    recs = v3([rec for model, rungs, family in (
+        ("gru", [1.0] * 3, None), ("lstm", [1.0] * 3, None), ("mlp", [0.6, 0.5, 0.4], None),
+        ("attn-nope", [0.9, 0.8, 0.7], single), ("attn-rope", [0.3, 0.2, 0.1], single))
+        for rec in _model("lag-walk", model, rungs, family=family, spread=0.002)]
+        + [rec for model, rungs in (("gru", [0.9, 0.7, 0.5]), ("lstm", [0.8, 0.6, 0.4]), ("mlp", [0.5, 0.4, 0.3]))
+           for rec in _model("mqar", model, rungs, spread=0.002)], chance=0.0, oracle=1.0,
+              budget={100: 0.3})
+    report = build_report(sections(recs, "tokbench")[0])
+    architectures, layers = report.rankings
+    assert architectures.scores.counted == ["mqar"] and "lag-walk" in architectures.scores.dropped
+    assert layers.scores.counted == ["lag-walk"] and not layers.scores.dropped
+    gru = _row(architectures.scores, "gru")
+    assert architectures.scores.score(OVERALL, gru).stat.mean == pytest.approx(0.7)
+    assert architectures.budgets.tables["100"].counted == ["mqar"]  # its budget table counts what it counts
+    data = json.loads(render(sections(recs, "tokbench"), "json"))["sections"][0]["scores"]
+    assert [(r["counted"], list(r["dropped"])) for r in data["rankings"]] == [(["mqar"], ["lag-walk"]),
+                                                                              (["lag-walk"], [])]
+    rows = {row["model"]: row for row in data["rankings"][0]["rows"]}
+    assert set(rows["gru"]["by_budget"]) == {"100", "final"} and "Overall" in rows["gru"]["by_budget"]["100"]
+    lines = [r for r in csv.DictReader(io.StringIO(render(sections(recs, "tokbench"), "csv"))) if r["kind"] == "score"]
+    assert {(r["ranking"], r["score_at"]) for r in lines if r["model"] == "attn-nope" and r["task_label"] == "Overall"} \
+        == {("Single attention layers", "final"), ("Single attention layers", "steps=100")}
+
+
 @pytest.mark.parametrize("floors, dropped", [(["uniform"], True),
                                              (["uniform", "last-token", "context-guess"], False)])
 def test_a_tie_with_any_of_several_baselines_is_tested_at_five_percent_over_their_number(floors, dropped):

@@ -228,7 +228,7 @@ def score_method() -> str:
             f"score is above the last-token baseline's by more than {MARGIN:g} (the {LEVEL} Welch interval of the "
             f"difference above +{MARGIN:g}) and it ranks: no more than half of the learned models with a score there "
             f"are shown within ±{MARGIN:g} of the optimum, nor more than half within ±{MARGIN:g} of a baseline (each "
-            f"baseline tested at 5% over their number, so the claim about any of them holds at 5%); "
+            f"baseline tested at 5% over their number, so each model's claim about any of them holds at 5%); "
             f"pitfall families are shown apart and never count. The parenthesis is "
             f"the {LEVEL} interval of the score as an estimate from these seeds, cut at 1, which no expected score "
             f"can exceed; n is the fewest seeds of any cell behind it. The rungs are fixed by the protocol, so their "

@@ -22,7 +22,7 @@ from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
 from tokbench.leaderboard.budgets import Budgets
 from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
 from tokbench.leaderboard.lengths import Lengths
-from tokbench.leaderboard.report import Report
+from tokbench.leaderboard.report import Ranking, Report
 from tokbench.leaderboard.scale import FINAL
 from tokbench.leaderboard.scores import OVERALL, Score, Scores
 from tokbench.leaderboard.stats import INTERVAL, Stat
@@ -308,33 +308,32 @@ def _score_json(score: Score) -> dict[str, Any]:
 
 
 def _scores_json(report: Report) -> dict[str, Any]:
-    """The score table for machines: ladders with their rungs, then each model's score per column, by budget and
-    by evaluation length (``length``: per setting, each column's score); then each ranking the same way, with its
-    own Overall (a section of several rankings has no section-wide Overall: its ``counted`` is empty)."""
+    """The score tables for machines: the ladders with their rungs, then each ranking's table (its counted and
+    dropped families, rank stability, claims, and each row's score per column, by budget and by evaluation
+    length). A section of one ranking also keeps that table at the top level, as before rankings existed; one of
+    several has no section-wide table: its Overall, bold and claims belong to a ranking."""
     scores = report.scores
     assert scores is not None
-    return {
-        "budget": report.budget, "counted": scores.counted, "dropped": scores.dropped,
-        "budgets": report.budgets.labels if report.budgets else [],
+    data: dict[str, Any] = {
+        "budget": report.budget, "budgets": report.budgets.labels if report.budgets else [],
         "length_settings": report.lengths.settings if report.lengths else [],
-        "stability": _stability_json(report.budgets),
         "ladders": [{"task": lad.task, "pitfall": lad.pitfall, "axes": lad.axes,
                      "rungs": [{"rung": r.index, "axes": r.axes, "tasks": [c.slug for c in r.columns]}
                                for r in lad.rungs]} for lad in scores.ladders],
-        "columns": scores.columns,
-        "rows": _rows_json(scores, report.budgets, report.lengths),
-        "claims": report.claims,
-        "rankings": [{"title": ranking.title, "about": ranking.about, "columns": ranking.scores.columns,
-                      "counted": ranking.scores.counted, "dropped": ranking.scores.dropped, "claims": ranking.claims,
-                      "stability": _stability_json(ranking.budgets),
-                      "rows": _rows_json(ranking.scores, ranking.budgets, ranking.lengths)}
-                     for ranking in report.rankings],
     }
+    if len(report.rankings) == 1:
+        data.update(_table_json(report.rankings[0]))
+    data["rankings"] = [{"title": ranking.title, "about": ranking.about, **_table_json(ranking)}
+                        for ranking in report.rankings]
+    return data
 
 
-def _stability_json(budgets: Budgets | None) -> list[dict[str, Any]]:
-    return [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
-             "pvalue": _round(s.pvalue), "n": s.n} for s in (budgets.stability if budgets else [])]
+def _table_json(ranking: Ranking) -> dict[str, Any]:
+    scores, budgets, lengths = ranking.scores, ranking.budgets, ranking.lengths
+    return {"counted": scores.counted, "dropped": scores.dropped, "columns": scores.columns,
+            "stability": [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
+                           "pvalue": _round(s.pvalue), "n": s.n} for s in (budgets.stability if budgets else [])],
+            "rows": _rows_json(scores, budgets, lengths), "claims": ranking.claims}
 
 
 def _rows_json(scores: Scores, budgets: Budgets | None, lengths: Lengths | None) -> list[dict[str, Any]]:

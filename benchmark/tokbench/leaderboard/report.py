@@ -79,15 +79,14 @@ def build_report(section: Section) -> Report:
     """Everything the pages show about ``section``, each part computed once. A section of several rankings has
     no section-wide Overall (each ranking counts its own families): its section scores are the family scores."""
     board = section.board
-    scores = build_scores(board)
+    scores = build_scores(board, counted=())  # the family scores; Overall where the section is one ranking
     groups = ranking_groups(scores) if scores is not None else []
-    if len(groups) > 1:
-        scores = build_scores(board, counted=())
-        assert scores is not None
-        scores.dropped = {}  # no family is left out of an Overall the section does not have
+    several = len(groups) > 1
+    if scores is not None and not several:
+        scores = build_scores(board)
     budgets = build_budgets(board, scores) if scores is not None else None
     lengths = build_lengths(board, scores) if scores is not None else None
-    claims = _claims(scores, budgets) if scores is not None else []
+    claims = _claims(scores, budgets) if scores is not None and not several else []  # each ranking has its own
     checked = stamps(section)
     report = Report(section, scores, budgets, lengths, claims, notes.findings(board), notes.protocol(board),
                     notes.provenance(board, checked), budget_text(board), build_compute(board),

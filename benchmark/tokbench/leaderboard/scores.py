@@ -238,8 +238,8 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
                  among: Sequence[Row] | None = None) -> Scores | None:
     """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
 
-    ``counted`` fixes the families of Overall (a secondary table uses its main table's; empty: no Overall); by
-    default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep among the rows.
+    ``counted`` fixes the families of Overall (a secondary table uses its main table's; empty: no Overall, and
+    no family is left out of one); by default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep among the rows.
     ``among`` restricts the rows (a ranking: its learned models and the reference rows) and the ladders to those
     its learned rows were run on.
     """
@@ -269,7 +269,7 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
         scores.dropped = {lad.task: why for lad in families
                           if (why := far_from_last_token(scores, lad.task) or ranks_little(scores, lad.task))}
         scores.counted = [lad.task for lad in families if lad.task not in scores.dropped]
-    else:  # the main table's families, less those no row has a score in under this pick (n/a for every model)
+    elif counted:  # the main table's families, less those no row has a score in under this pick (n/a for all)
         unscored = {lad.task for lad in families if not any((lad.task, row.key) in shares for row in rows)}
         scores.counted = [lad.task for lad in families if lad.task in counted and lad.task not in unscored]
         scores.dropped = {lad.task: "no model has a score there" if lad.task in unscored
@@ -325,9 +325,12 @@ def ranks_little(scores: Scores, task: str) -> str:
     score of 1, or more than half to a baseline's family score: most models solve it, or most do no better
     than a floor, and the family tells them little apart. "Equivalent to some baseline" is a claim about any of
     k baselines, so each of its tests runs at 5%/k (Bonferroni), which keeps the claim's level at 5%. A family
-    score is the mean over the rungs, so a harder rung that separates the models keeps the family counted.
+    score is the mean over the rungs, so a harder rung that separates the models keeps the family counted. With
+    one learned model there is nothing to tell apart, and the family counts.
     """
     learned = [e for row in scores.ranked if (e := scores.score(task, row).estimate) is not None]
+    if len(learned) < 2:
+        return ""
     floors = [e for row in scores.rows if row.baseline and (e := scores.score(task, row).estimate) is not None]
     solved = sum(compare_scores(e, OPTIMUM).verdict == MATCHES for e in learned)
     per_floor = (1 - CONFIDENCE) / max(1, len(floors))

@@ -228,9 +228,9 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
     the best learned score per column and those shown equivalent to it (see :mod:`scores`).
     Where every score has the same seed count, cells leave it out and the notes state it.
     """
-    settings = lengths.settings if lengths else []
-    n = common_seeds(scores)
     overall = scores.columns[:1] if OVERALL in scores.columns else []
+    settings = lengths.settings if lengths and overall else []  # Overall at each length: none without an Overall
+    n = common_seeds(scores)
     columns = scores.columns[len(overall):]
     def line(row: Row) -> list[Value]:
         return [row_header(row), *(_score_cell(scores.score(c, row), n is None) for c in overall),
@@ -312,14 +312,16 @@ def _places(places: dict[str, list[str]]) -> str:
 
 
 def budget_table(budgets: Budgets) -> Table:
-    """Each learned model's Overall (or its only family's score) at every budget, baselines and oracles apart."""
+    """Each learned model's Overall at every budget (without an Overall, each family's score), baselines and oracles
+    apart."""
     final = budgets.tables[FINAL]
-    column = final.columns[0]
+    columns = final.columns[:1] if OVERALL in final.columns else final.columns
     def line(row: Row) -> list[Value]:
-        return [row_header(row), *(_score_cell(table.score(column, row)) for table in budgets.tables.values())]
+        return [row_header(row), *(_score_cell(table.score(column, row)) for column in columns
+                                   for table in budgets.tables.values())]
 
     headers = ["model", *(f"{column} at {label if label == FINAL else f'{int(label):,}'}"
-                          for label in budgets.labels)]
+                          for column in columns for label in budgets.labels)]
     notes = ["A run that stopped before a budget keeps its final accuracy there (training had ended)."]
     return Table("Scores by training budget", headers, [line(r) for r in final.ranked], notes,
                  pinned=[line(r) for r in final.pinned])

@@ -25,14 +25,18 @@ def test_pairs_match_on_everything_but_the_stop_and_measure_the_gain():
                _record("transformer-2l", 0, 0.999, 0.0, 10000, "cap"),
                _record("transformer-2l", 1, 0.95, 0.995, 3000, "target"),
                _record("transformer-2l", 1, 0.99, 0.0, 10000, "cap"),
-               _record("h3", 0, 0.5, 0.995, 10000, "cap")]  # no partner
+               _record("h3", 0, 0.5, 0.995, 10000, "cap"),  # stopped at the cap: its own cap run
+               _record("h3", 1, 0.6, 0.995, 2000, "target"),  # stopped early, no cap run yet
+               _record("mlp", 0, 0.3, 0.0, 10000, "cap")]  # a cap run without its protocol run
     matched, unmatched = stopping.pairs(records)
-    assert [(p.model, p.seed, round(p.gain, 3)) for p in matched] == [
-        ("gru", 0, 0.0), ("transformer-2l", 0, 0.009), ("transformer-2l", 1, 0.04)]
-    assert unmatched == ["mqar x h3 seed 0: no cap run"]
+    assert [(p.model, p.seed, round(p.gain, 3), p.rerun) for p in matched] == [
+        ("gru", 0, 0.0, True), ("h3", 0, 0.0, False), ("transformer-2l", 0, 0.009, True),
+        ("transformer-2l", 1, 0.04, True)]
+    assert unmatched == ["mqar x h3 seed 1: no cap run", "mqar x mlp seed 0: no protocol run"]
     rows = {row[0]: row[1:] for row in stopping.summary(matched, 0.01)}
-    assert rows["target"][:2] == [2, 1] and rows["cap"][:2] == [1, 1] and rows["all"][:2] == [3, 2]
-    assert rows["all"][3] == max(p.gain for p in matched)
+    assert rows["target"][:2] == [2, 1] and rows["cap"][:2] == [1, 1] and rows["cap (same run)"][:2] == [1, 1]
+    assert rows["all"][:2] == [4, 3] and rows["all"][3] == max(p.gain for p in matched)
+    assert stopping.pending(records) == {"h3": ["mqar"]}
 
 
 def test_a_gain_of_exactly_the_tolerance_counts_as_within_it():

@@ -8,6 +8,12 @@ two runs of a pair share everything else (task, model, seed, learning rate, cap 
 protocol's stop they take the same steps on the same batches; what the check measures is what the steps after the
 stop would have added. It prints, per pair, both test accuracies and the gain, then how many pairs end within
 ``tolerance`` (the issue's bar: at least 95% within 0.01), split by why the protocol run stopped.
+
+A protocol run that stopped at the cap was itself trained to the cap with no early stop, and its rerun with
+``train.target = 0`` takes the same steps: where such a run has no rerun, it is its own cap run (the table says
+"same run"). The committed reruns show why that holds: every one run on the CPU of its protocol run ended
+identical to it. ``--pending`` lists, per model, the tasks whose protocol runs stopped at the target and have no
+cap run yet: only those need the second command.
 """
 from __future__ import annotations
 
@@ -38,6 +44,8 @@ class Pair:
     stopped_because: str
     protocol_steps: int
     cap_steps: int
+    rerun: bool = True  # False: a protocol run that stopped at the cap, paired with itself
+
 
     @property
     def gain(self) -> float:
@@ -50,11 +58,8 @@ def _pair_key(record: Mapping[str, Any]) -> str:
     return canonical_json([record["task"], record["model"], record["seed"], params["task"], params["model"], train])
 
 
-def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
-    """Match each protocol record (a target set) with its cap record (no target, no patience).
-
-    Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner.
-    """
+def _sides(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+    """The trained records by pair key: the protocol's (a target or a patience set), and the cap's (neither)."""
     protocol: dict[str, Mapping[str, Any]] = {}
     cap: dict[str, Mapping[str, Any]] = {}
     for record in records:
@@ -63,31 +68,56 @@ def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
         train = record["params"]["train"]
         side = cap if not (train.get("target") or train.get("patience")) else protocol
         side[_pair_key(record)] = record
+    return protocol, cap
+
+
+def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
+    """Match each protocol record (a target set) with its cap record (no target, no patience).
+
+    Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner.
+    """
+    protocol, cap = _sides(records)
     matched, unmatched = [], []
     for key in sorted(protocol.keys() | cap.keys()):
-        if key not in protocol or key not in cap:
-            record = protocol.get(key) or cap[key]
-            which = "cap" if key in protocol else "protocol"
+        p = protocol.get(key)
+        c = cap.get(key) or (p if p is not None and p["train"]["stopped_because"] == "cap" else None)
+        if p is None or c is None:
+            record = p or c
+            which = "cap" if p is not None else "protocol"
             unmatched.append(f"{record['task']} x {record['model']} seed {record['seed']}: no {which} run")
             continue
-        p, c = protocol[key], cap[key]
         rung = ",".join(f"{k}={v}" for k, v in p.get("ladder", {}).get("axes", {}).items())
         matched.append(Pair(p["task"], p["model"], p["seed"], rung, p["metrics"]["accuracy"], c["metrics"]["accuracy"],
-                            p["train"]["stopped_because"], p["train"]["steps"], c["train"]["steps"]))
+                            p["train"]["stopped_because"], p["train"]["steps"], c["train"]["steps"], c is not p))
     matched.sort(key=lambda pair: (pair.task, pair.model, pair.rung, pair.seed))
     return matched, unmatched
 
 
+def pending(records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per model, the tasks of protocol runs that stopped before the cap and have no cap run yet: what the second
+    command still has to run (``--model M --task ...``)."""
+    protocol, cap = _sides(records)
+    tasks: dict[str, set[str]] = {}
+    for key, record in protocol.items():
+        if key not in cap and record["train"]["stopped_because"] != "cap":
+            tasks.setdefault(record["model"], set()).add(record["task"])
+    return {model: sorted(found) for model, found in sorted(tasks.items())}
+
+
 def summary(matched: list[Pair], tolerance: float) -> list[list[Any]]:
-    """Rows ``[stopped because, pairs, within tolerance, share, largest gain]``, then the total."""
+    """Rows ``[stopped because, pairs, within tolerance, share, largest gain]``, then the total; a protocol run
+    that stopped at the cap and is its own cap run is counted apart, as ``cap (same run)``."""
+    def group(pair: Pair) -> str:
+        return pair.stopped_because + ("" if pair.rerun else " (same run)")
+
     rows = []
-    groups = sorted({pair.stopped_because for pair in matched})
-    for group, members in [*((g, [p for p in matched if p.stopped_because == g]) for g in groups), ("all", matched)]:
+    groups = sorted({group(pair) for pair in matched})
+    for name, members in [*((g, [p for p in matched if group(p) == g]) for g in groups), ("all", matched)]:
         if not members:
             continue
         # rounded: accuracies are counts over a test set, and 0.793 - 0.783 is 0.010000000000000009 in floats
         within = sum(round(abs(pair.gain), 9) <= tolerance for pair in members)
-        rows.append([group, len(members), within, within / len(members), max(pair.gain for pair in members)])
+        rows.append([name, len(members), within, within / len(members), max(pair.gain for pair in members)])
     return rows
 
 
@@ -96,13 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="records of benchmark/budget/stopping.toml")
     parser.add_argument("--tolerance", type=float, default=0.01, help="largest |cap - protocol| counted as equal")
     parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
+    parser.add_argument("--pending", action="store_true",
+                        help="only list, per model, the tasks whose protocol runs still need a run to the cap")
     args = parser.parse_args(argv)
-    matched, unmatched = pairs(load_records(args.folder).records.values())
+    records = list(load_records(args.folder).records.values())
+    if args.pending:
+        for model, tasks in pending(records).items():
+            print(f"--model {model} --task {' '.join(tasks)}")
+        return 0
+    matched, unmatched = pairs(records)
     fmt = "github" if args.markdown else "simple"
-    print(tabulate([[p.task, p.rung, p.model, p.seed, p.stopped_because, p.protocol_steps, p.protocol, p.cap_steps,
-                     p.cap, p.gain] for p in matched],
-                   headers=["task", "rung", "model", "seed", "stop", "steps", "protocol", "cap steps", "cap", "gain"],
-                   tablefmt=fmt, floatfmt=".3f"))
+    print(tabulate([[p.task, p.rung, p.model, p.seed, p.stopped_because, p.protocol_steps, p.protocol,
+                     "rerun" if p.rerun else "same run", p.cap_steps, p.cap, p.gain] for p in matched],
+                   headers=["task", "rung", "model", "seed", "stop", "steps", "protocol", "cap run", "cap steps", "cap",
+                            "gain"], tablefmt=fmt, floatfmt=".3f"))
     print()
     print(tabulate(summary(matched, args.tolerance),
                    headers=["protocol stop", "pairs", f"within {args.tolerance:g}", "share", "largest gain"],

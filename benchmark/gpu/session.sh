@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (benchmark/gpu/README.md): install, the GPU benchmark, then as many runs of the
-# pending work as fit before DEADLINE seconds, in this order: the stopping check (protocol, then to the cap),
-# the tokbench architecture block, tokbench-scale. Every run resumes (finished records are skipped), `timeout`
-# stops it with SIGTERM, which loses nothing finished, and whatever was written comes back as $OUT/records.tar.gz.
+# pending work as fit before DEADLINE seconds, in this order: the stopping check (protocol, then to the cap where
+# the target stopped a run), the tokbench architecture block, tokbench-scale. Every run resumes (finished records
+# are skipped), `timeout` stops it with SIGTERM, which loses nothing finished, and whatever was written comes back
+# as $OUT/records.tar.gz.
 #   run(command="bash benchmark/gpu/session.sh", carry=[".whl"], timeout_s=600)
 set -uo pipefail
 DEADLINE=${DEADLINE:-560}
@@ -29,7 +30,11 @@ run() {  # run SUITE OUT [ARGS...] until the deadline leaves 40 s for the archiv
   echo "$1 ${*:3}: exit $? with $(( $(left) )) s left" | tee -a "$out/runs.log"
 }
 run benchmark/budget/stopping.toml work/stopping
-run benchmark/budget/stopping.toml work/stopping --set train.target=0
+# runs to the cap only where the target stopped a protocol run (one that reached the cap is its own cap run)
+python3 benchmark/budget/stopping.py work/stopping --pending > "$out/pending.txt" 2>> "$out/runs.log"
+while read -r pending <&3; do  # fd 3: the runs inside must not read the list from stdin
+  run benchmark/budget/stopping.toml work/stopping --set train.target=0 $pending  # word-split: --model M --task T..
+done 3< "$out/pending.txt"
 run tokbench work/tokbench --model transformer transformer-2l transformer-4l linear-attention gla h3 gru lstm mlp mamba
 run tokbench-scale work/tokbench-scale
 tar czf "$out/records.tar.gz" work

@@ -4,6 +4,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from script_modules import BUDGET, load_script
 from tokbench.results import load_records
 
@@ -27,19 +29,29 @@ def test_pairs_match_on_everything_but_the_stop_and_measure_the_gain():
                _record("transformer-2l", 1, 0.99, 0.0, 10000, "cap"),
                _record("h3", 0, 0.5, 0.995, 10000, "cap"),  # stopped at the cap: its own cap run
                _record("h3", 1, 0.6, 0.995, 2000, "target"),  # stopped early, no cap run yet
+               _record("gla", 0, 0.4, 0.995, 10000, "cap"),  # its own cap run: nothing pending
                _record("mlp", 0, 0.3, 0.0, 10000, "cap"),  # a cap run without its protocol run
                _record("attn-alibi", 0, 0.80, 0.995, 500, "target"),  # the cap run ends lower: no loss to the stop
                _record("attn-alibi", 0, 0.78, 0.0, 10000, "cap")]
     matched, unmatched = stopping.pairs(records)
     assert [(p.model, p.seed, round(p.gain, 3), p.rerun) for p in matched] == [
-        ("attn-alibi", 0, -0.02, True), ("gru", 0, 0.0, True), ("h3", 0, 0.0, False),
+        ("attn-alibi", 0, -0.02, True), ("gla", 0, 0.0, False), ("gru", 0, 0.0, True), ("h3", 0, 0.0, False),
         ("transformer-2l", 0, 0.009, True), ("transformer-2l", 1, 0.04, True)]
     assert unmatched == ["mqar x h3 seed 1: no cap run", "mqar x mlp seed 0: no protocol run"]
     rows = {row[0]: row[1:] for row in stopping.summary(matched, 0.01)}
-    assert rows["target"][:2] == [3, 1] and rows["cap"][:2] == [1, 1] and rows["cap (same run)"][:2] == [1, 1]
-    assert rows["all"][:2] == [5, 3] and rows["all"][3] == max(p.gain for p in matched)
-    assert rows["all"][4] == 4  # one-sided: only the pair that gains 0.04 lost more than 0.01 to the stop
-    assert stopping.pending(records) == {"h3": ["mqar"]}
+    assert rows["target"][:2] == [3, 1] and rows["cap"][:2] == [1, 1] and rows["cap (same run)"][:2] == [2, 2]
+    assert rows["all"][:2] == [6, 4] and rows["all"][3] == max(p.gain for p in matched)
+    assert rows["all"][4] == 5  # one-sided: only the pair that gains 0.04 lost more than 0.01 to the stop
+    assert stopping.pending(records) == {"h3": ["mqar"]}  # not gla: its run reached the cap
+
+
+def test_a_second_run_on_one_side_is_refused_not_paired_with_itself():
+    patience = _record("gru", 0, 0.25, 0.0, 3000, "plateau")
+    patience["params"]["train"]["patience"] = 5
+    rerun = _record("gru", 0, 0.26, 0.0, 10000, "cap")  # --set train.target=0 alone: still a patience run
+    rerun["params"]["train"]["patience"] = 5
+    with pytest.raises(ValueError, match="train.patience=0"):
+        stopping.pairs([patience, rerun])
 
 
 def test_a_gain_of_exactly_the_tolerance_counts_as_within_it():

@@ -67,12 +67,17 @@ def _sides(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str,
             continue
         train = record["params"]["train"]
         side = cap if not (train.get("target") or train.get("patience")) else protocol
-        side[_pair_key(record)] = record
+        key = _pair_key(record)
+        if key in side:  # e.g. a patience run "rerun" with target=0 only: still a protocol run, never its own cap
+            raise ValueError(f"{record['task']} x {record['model']} seed {record['seed']}: two "
+                             f"{'cap' if side is cap else 'protocol'} runs differ only in their stop "
+                             "(a run to the cap needs train.target=0 and train.patience=0)")
+        side[key] = record
     return protocol, cap
 
 
 def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
-    """Match each protocol record (a target set) with its cap record (no target, no patience).
+    """Match each protocol record (a target or a patience set) with its cap record (neither).
 
     Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner.
     """

@@ -31,7 +31,8 @@ run() {  # run SUITE OUT [ARGS...] until the deadline leaves 40 s for the archiv
 }
 run benchmark/budget/stopping.toml work/stopping
 # runs to the cap only where the target stopped a protocol run (one that reached the cap is its own cap run)
-python3 benchmark/budget/stopping.py work/stopping --pending > "$out/pending.txt" 2>> "$out/runs.log"
+python3 benchmark/budget/stopping.py work/stopping --pending > "$out/pending.txt" 2>> "$out/runs.log" \
+  || echo "stopping.py --pending: exit $?, no runs to the cap" | tee -a "$out/runs.log"
 while read -r pending <&3; do  # fd 3: the runs inside must not read the list from stdin
   run benchmark/budget/stopping.toml work/stopping --set train.target=0 $pending  # word-split: --model M --task T..
 done 3< "$out/pending.txt"

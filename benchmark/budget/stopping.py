@@ -46,7 +46,6 @@ class Pair:
     cap_steps: int
     rerun: bool = True  # False: a protocol run that stopped at the cap, paired with itself
 
-
     @property
     def gain(self) -> float:
         return self.cap - self.protocol

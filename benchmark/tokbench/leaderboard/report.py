@@ -3,8 +3,9 @@
 A :class:`Report` holds what the pages show: the cells (the section's board), the section's scores
 (every row's family scores, and Overall where the section is one ranking), the rankings (the architectures,
 and the theory papers' single attention layers, each counting its own families in its Overall, with its
-scores by budget and by evaluation length and its claims), the findings, the protocol and provenance lines, the training budget
-in words and the compute spent; and its tables, built once from all of it (:mod:`views` only arranges).
+scores by budget and by evaluation length and its claims), the findings, the protocol and provenance lines,
+the training budget in words and the compute spent; and its tables, built once from all of it (:mod:`views`
+only arranges).
 """
 from __future__ import annotations
 

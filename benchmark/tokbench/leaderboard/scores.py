@@ -239,9 +239,9 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
     """The scores of every row with a cell on a ladder under ``pick``; None when the board has no ladder.
 
     ``counted`` fixes the families of Overall (a secondary table uses its main table's; empty: no Overall, and
-    no family is left out of one); by default they are the families :func:`far_from_last_token` and :func:`ranks_little` keep among the rows.
-    ``among`` restricts the rows (a ranking: its learned models and the reference rows) and the ladders to those
-    its learned rows were run on.
+    no family is left out of one); by default they are the families :func:`far_from_last_token` and
+    :func:`ranks_little` keep among the rows. ``among`` restricts the rows (a ranking: its learned models and the
+    reference rows) and the ladders to those its learned rows were run on.
     """
     ladders = find_ladders(board)
     candidates = board.rows if among is None else list(among)

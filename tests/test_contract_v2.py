@@ -14,6 +14,7 @@ import torch
 from tokbench.errors import ParamError
 from tokbench.harness import run_pairing
 from tokbench.metrics import attention_metric, sequence_accuracy
+from tokbench.model import ModelOutput, TokenModel
 from tokbench.optim import make_optimizer, make_schedule
 from tokbench.specs import ModelSpec, Recipe, TaskSpec
 from tokbench.task import IGNORE, AttentionTarget
@@ -80,6 +81,23 @@ def test_sequence_accuracy_averages_each_sequence_over_its_labelled_positions():
     logits[..., 1] = 1.0  # always predicts token 1
     labels = torch.tensor([[IGNORE, 1, 2], [1, IGNORE, IGNORE]])
     assert sequence_accuracy(logits, labels).tolist() == [0.5, 1.0]
+
+
+def test_the_loss_pools_scored_positions_and_its_gradient_is_bit_identical_to_ignore_index():
+    """TokenModel.loss takes the scored rows before the log-softmax on a CPU (a speed-up): the gradient must be
+    exactly what cross-entropy with ignore_index gives, and the unscored positions' gradient exactly zero."""
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(8, 16, 32, generator=generator, requires_grad=True)
+    labels = torch.randint(0, 32, (8, 16), generator=generator)
+    labels[:, ::3] = IGNORE
+    model = TokenModel.__new__(TokenModel)  # the loss reads nothing of the instance
+    fast = TokenModel.loss(model, ModelOutput(logits), labels)
+    (fast_grad,) = torch.autograd.grad(fast, logits)
+    reference = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE)
+    (reference_grad,) = torch.autograd.grad(reference, logits)
+    assert torch.equal(fast_grad, reference_grad)
+    assert fast_grad[:, ::3].abs().sum() == 0 and fast_grad[:, 1].abs().sum() > 0
+    assert fast.item() == pytest.approx(reference.item(), rel=1e-6)
 
 
 def test_attention_metric_reduces_layers_heads_and_queries():

@@ -1,16 +1,18 @@
 """Benchmark section for the model families: the harness against a plain PyTorch loop for transformer-2l,
-Mamba's CPU scan against mambapy's parallel scan, and H3's CPU shift SSM (a Toeplitz matmul) against its
-depthwise conv1d; and the step of each recurrent, gated and state-space model against transformer-2l's (the
-table "Cost of a step" in docs/models.md).
+Mamba's CPU scan against mambapy's parallel scan, H3's CPU shift SSM (a Toeplitz matmul) against its
+depthwise conv1d, the loss on the scored rows only (TokenModel.loss on a CPU) against cross-entropy over every
+row with ignore_index (mqar scores 1 row in 8), and the step of each recurrent, gated and state-space model
+against transformer-2l's (the table "Cost of a step" in docs/models.md).
 
     python benchmark/bench/run.py --only models [--quick]
 
 The task is scored at many positions (mqar), so the harness's label alignment, ignored
 positions and curve logging are all in play; the plain loop does the same maths (the model's
 own loss, AdamW, warm-up then cosine decay, clipping, mini-batches) with nothing around it.
-The Mamba and H3 rows time a forward and backward of the model at the tokbench suite's middle mqar rung (width 64,
-T = 64, V = 1024, batch 64): the same model with the CPU's form (the scan of :mod:`tokbench_models.scan`; the
-shift SSM's Toeplitz matmul) and with the other (mambapy's parallel scan; ``conv1d``).
+The Mamba, H3 and loss rows time a forward and backward of the model at the tokbench suite's middle mqar rung
+(width 64, T = 64, V = 1024, batch 64): the same model with the CPU's form (the scan of
+:mod:`tokbench_models.scan`; the shift SSM's Toeplitz matmul; the scored rows) and with the other (mambapy's
+parallel scan; ``conv1d``; every row).
 """
 from __future__ import annotations
 
@@ -70,6 +72,8 @@ def run(quick: bool) -> list[tuple[str, float, str]]:
                       "mamba step, CPU scan / mambapy's parallel scan", "parallel scan"),
             _cpu_form(quick, "h3", mock.patch("tokbench_models.h3.ShiftSSM.toeplitz", ShiftSSM.convolution),
                       "h3 step, shift SSM as a Toeplitz matmul / as conv1d", "conv1d"),
+            _cpu_form(quick, "transformer-2l", mock.patch("tokbench.model._eager_on_cpu", lambda x: False),
+                      "transformer-2l step, loss on the scored rows / cross-entropy over every row", "every row"),
             *_step_costs(quick)]
 
 

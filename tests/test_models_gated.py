@@ -6,6 +6,8 @@ training length in test_models_length.py, vmap in test_models_vmap.py.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +15,7 @@ import torch.nn.functional as F
 from models_support import build_model
 from tokbench.errors import ParamError
 from tokbench.harness import run_pairing
+from tokbench.optim import make_optimizer, make_schedule
 from tokbench.plugins import registry
 from tokbench_models.gla import gla_chunked, gla_recurrent
 from tokbench_models.h3 import DiagonalSSM, ShiftSSM
@@ -104,3 +107,48 @@ def test_a_short_training_run_learns_associative_recall(name):
     recipe = spec.recipe.override({"steps": 300, "batch_size": 32, "eval_every": 100})
     metrics = run_pairing(task, spec, spec.resolve(), recipe, seed=0, accelerator="cpu").metrics
     assert metrics["chance_accuracy"] < 0.2 and metrics["accuracy"] > 0.4
+
+
+def _h3_associative_recall(n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """H3's associative recall (Fu et al. 2023, Sec. 3.1; the generator of the authors' configs, HazyResearch/safari
+    ``generate_assoc_recall`` with a vocabulary of 10 and 20 input tokens): 10 pairs of a key (tokens 0-3) and its
+    value (4-7) under the sequence's own key-to-value map, then ``=>`` (8), a key that occurs in the pairs, its value.
+    Inputs are the first 22 of those 23 tokens and labels the next token at every position (language modelling)."""
+    keys = torch.randint(0, 4, (n, 10), generator=generator)
+    table = torch.randint(4, 8, (n, 4), generator=generator)
+    present = torch.zeros(n, 4, dtype=torch.bool).scatter_(1, keys, True)
+    query = torch.rand(n, 4, generator=generator).masked_fill(~present, -1).argmax(1, keepdim=True)  # uniform
+    pairs = torch.stack([keys, table.gather(1, keys)], 2).flatten(1)
+    sequence = torch.cat([pairs, torch.full((n, 1), 8), query, table.gather(1, query)], 1)
+    return sequence[:, :-1], sequence[:, 1:]
+
+
+@pytest.mark.slow
+def test_h3_solves_its_papers_associative_recall_at_the_papers_size():
+    """Fu et al. report 99.8% for a 2-layer H3 of width 32 (attention 100%, S4D 86.0%, random 25%), trained as a
+    language model on 5000 sequences for 200 epochs of batch 32 (31250 steps) at AdamW 5e-4 and scored at the last
+    token. Here the same model size, data and loss with h3's own recipe at 4 x that rate for 5000 steps (cosine decay
+    to 0, no dropout). Measured at seed 0: 0.994 (0.99 and more from step 2500 on); the same run with its schedule
+    ending at 2500 steps reaches 0.91, its rate decaying before the climb is over. The bar, 0.98, is the paper's
+    figure less what one seed of a sixth of its training may miss."""
+    generator = torch.Generator().manual_seed(0)
+    train_tokens, train_labels = _h3_associative_recall(5000, generator)
+    test_tokens, test_labels = _h3_associative_recall(500, generator)
+    spec = registry().model("h3")
+    shape = SimpleNamespace(vocab_size=10, context_length=22, spec=SimpleNamespace(scoring="positions"))
+    torch.manual_seed(0)
+    model = spec.build(spec.resolve({"d": 32}), shape)
+    recipe = spec.recipe.override({"lr": 2e-3, "steps": 5000, "warmup_steps": 500, "batch_size": 32})
+    optimizer = make_optimizer(recipe, model.parameters())
+    schedule = make_schedule(recipe, optimizer)
+    for _ in range(recipe.steps):
+        rows = torch.randint(0, len(train_tokens), (recipe.batch_size,), generator=generator)
+        loss = F.cross_entropy(model(train_tokens[rows]).logits.flatten(0, 1), train_labels[rows].flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        optimizer.step()
+        schedule.step()
+    with torch.no_grad():
+        accuracy = (model.eval()(test_tokens).logits[:, -1].argmax(-1) == test_labels[:, -1]).float().mean().item()
+    assert accuracy >= 0.98

@@ -38,6 +38,8 @@ while read -r pending <&3; do  # fd 3: the runs inside must not read the list fr
 done 3< "$out/pending.txt"
 run tokbench work/tokbench --model transformer transformer-2l transformer-4l linear-attention gla h3 gru lstm mlp mamba
 run tokbench-scale work/tokbench-scale
+# what the fair-comparison issue asks of the two sections, on everything they hold now (exit 1 while any fails)
+python3 benchmark/republish/acceptance.py work/tokbench --scale work/tokbench-scale > "$out/acceptance.txt" 2>&1
 tar czf "$out/records.tar.gz" work
 tail -n 20 "$out/runs.log"
 ls -la "$out"

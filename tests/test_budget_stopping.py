@@ -74,3 +74,18 @@ def test_the_committed_check_trains_at_least_50_pairs_to_the_cap_and_95_percent_
     matched, _ = stopping.pairs(load_records(TOOL.parent / "stopping-records").records.values())
     (_, pairs, within, share, *_), = [row for row in stopping.summary(matched, 0.01) if row[0] == "all"]
     assert pairs >= 50 and share >= 0.95, f"{within} of {pairs} pairs within 0.01"
+
+
+def test_with_the_suites_plan_its_pairings_are_the_protocol_and_a_stop_it_dropped_is_not_paired():
+    """A family the suite trains to the cap (target 0) has protocol runs that are their own cap runs; a record with a
+    stop the suite no longer plans is named, not paired; a record outside the plan with no stop is a run to the cap."""
+    to_cap = _record("gru", 0, 0.89, 0.0, 10000, "cap")  # the suite's run: target 0 on this family
+    dropped = _record("gru", 0, 0.88, 0.995, 4000, "target")  # the same pairing under the stop it used to have
+    stopped = _record("mlp", 0, 0.95, 0.995, 3000, "target")
+    rerun = _record("mlp", 0, 0.96, 0.0, 10000, "cap")
+    plan = {to_cap["config_hash"], stopped["config_hash"]}
+    matched, unmatched = stopping.pairs([to_cap, dropped, stopped, rerun], plan)
+    assert [(p.model, p.protocol, p.cap, p.rerun) for p in matched] == [("gru", 0.89, 0.89, False),
+                                                                           ("mlp", 0.95, 0.96, True)]
+    assert unmatched == ["mqar x gru seed 0: a stop the suite does not plan (target 0.995, patience 0)"]
+    assert stopping.pending([to_cap, stopped], plan) == {"mlp": ["mqar"]}

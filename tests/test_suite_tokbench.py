@@ -119,7 +119,8 @@ def test_both_rankings_train_under_one_protocol():
                                     if key not in ("validate_by", "task", "schedule")}
     assert architectures.train["schedule"] == "cosine" and "schedule" not in variants.train
     assert architectures.train["validate_by"] == "expected"  # where the task has a label law ...
-    assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"}}  # ... lag-walk has none
+    assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"},  # ... lag-walk has none
+                                           "majority": {"target": 0}}  # the stopping check: its stop cost up to 0.015
     assert architectures.train["target"] and not architectures.train.get("patience")  # no plateau rule
     assert (architectures.sweep, architectures.seeds, architectures.evaluate) == (
         variants.sweep, variants.seeds, variants.evaluate)

@@ -1,6 +1,6 @@
 """The stopping check: does the protocol's early stop lose accuracy against training the same run to its cap?
 
-    python benchmark/budget/stopping.py benchmark/budget/stopping-records [--tolerance 0.01] [--markdown]
+    python benchmark/budget/stopping.py benchmark/budget/stopping-records [--suite FILE] [--tolerance 0.01] [--markdown]
 
 Reads the records of ``benchmark/budget/stopping.toml``, where every sampled pairing is trained twice: once under
 the protocol (stopped at its validation target) and once to the cap with no early stop (``train.target = 0``). The
@@ -8,6 +8,10 @@ two runs of a pair share everything else (task, model, seed, learning rate, cap 
 protocol's stop they take the same steps on the same batches; what the check measures is what the steps after the
 stop would have added. It prints, per pair, both test accuracies and the gain, then how many pairs end within
 ``tolerance`` (the issue's bar: at least 95% within 0.01), split by why the protocol run stopped.
+
+The protocol's runs are the pairings of the suite file (``--suite``, by default ``stopping.toml`` beside this script);
+every other record is a run to the cap, and a record with a stop that the suite no longer plans is reported, not
+paired. A family the suite trains to the cap (majority: ``target = 0``) has protocol runs that are their own cap runs.
 
 A protocol run that stopped at the cap was itself trained to the cap with no early stop, and its rerun with
 ``train.target = 0`` takes the same steps: where such a run has no rerun, it is its own cap run (the table says
@@ -57,31 +61,52 @@ def _pair_key(record: Mapping[str, Any]) -> str:
     return canonical_json([record["task"], record["model"], record["seed"], params["task"], params["model"], train])
 
 
-def _sides(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """The trained records by pair key: the protocol's (a target or a patience set), and the cap's (neither)."""
+def _sides(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None
+           ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]], list[str]]:
+    """The trained records by pair key: the protocol's and the cap's, and a line for each record of neither.
+
+    With ``plan`` (the config hashes of the suite's pairings) the protocol's runs are the records in it, the cap's
+    those outside it with no stop, and a record outside it with a stop is of neither (a stop the suite no longer
+    uses). Without, a record with a target or a patience is the protocol's and one with neither the cap's."""
     protocol: dict[str, Mapping[str, Any]] = {}
     cap: dict[str, Mapping[str, Any]] = {}
+    stale: list[str] = []
     for record in records:
         if record.get("status") != "ok" or not record.get("train", {}).get("steps"):
             continue
         train = record["params"]["train"]
-        side = cap if not (train.get("target") or train.get("patience")) else protocol
+        stops = bool(train.get("target") or train.get("patience"))
+        if plan is not None and record["config_hash"] not in plan and stops:
+            stale.append(f"{record['task']} x {record['model']} seed {record['seed']}: a stop the suite does not plan "
+                         f"(target {train.get('target') or 0}, patience {train.get('patience') or 0})")
+            continue
+        side = protocol if (record["config_hash"] in plan if plan is not None else stops) else cap
         key = _pair_key(record)
         if key in side:  # e.g. a patience run "rerun" with target=0 only: still a protocol run, never its own cap
             raise ValueError(f"{record['task']} x {record['model']} seed {record['seed']}: two "
                              f"{'cap' if side is cap else 'protocol'} runs differ only in their stop "
                              "(a run to the cap needs train.target=0 and train.patience=0)")
         side[key] = record
-    return protocol, cap
+    return protocol, cap, stale
 
 
-def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
+def plan_hashes(suite: Path) -> set[str]:
+    """The config hashes of ``suite``'s pairings: the protocol's runs."""
+    from tokbench.grid import expand
+    from tokbench.plugins import registry
+    from tokbench.suites import load_suite
+
+    return {pairing.config_hash for pairing in expand(load_suite(str(suite)), registry())}
+
+
+def pairs(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) -> tuple[list[Pair], list[str]]:
     """Match each protocol record (a target or a patience set) with its cap record (neither).
 
-    Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner.
+    Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner (or,
+    with ``plan``, outside it with a stop: :func:`_sides`).
     """
-    protocol, cap = _sides(records)
-    matched, unmatched = [], []
+    protocol, cap, unmatched = _sides(records, plan)
+    matched = []
     for key in sorted(protocol.keys() | cap.keys()):
         p = protocol.get(key)
         c = cap.get(key) or (p if p is not None and p["train"]["stopped_because"] == "cap" else None)
@@ -97,10 +122,10 @@ def pairs(records: Iterable[Mapping[str, Any]]) -> tuple[list[Pair], list[str]]:
     return matched, unmatched
 
 
-def pending(records: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+def pending(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) -> dict[str, list[str]]:
     """Per model, the tasks of protocol runs that stopped before the cap and have no cap run yet: what the second
     command still has to run (``--model M --task ...``)."""
-    protocol, cap = _sides(records)
+    protocol, cap, _ = _sides(records, plan)
     tasks: dict[str, set[str]] = {}
     for key, record in protocol.items():
         if key not in cap and record["train"]["stopped_because"] != "cap":
@@ -132,17 +157,20 @@ def summary(matched: list[Pair], tolerance: float) -> list[list[Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="records of benchmark/budget/stopping.toml")
+    parser.add_argument("--suite", type=Path, default=Path(__file__).with_name("stopping.toml"),
+                        help="the suite whose pairings are the protocol's runs (default: stopping.toml beside this)")
     parser.add_argument("--tolerance", type=float, default=0.01, help="largest |cap - protocol| counted as equal")
     parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
     parser.add_argument("--pending", action="store_true",
                         help="only list, per model, the tasks whose protocol runs still need a run to the cap")
     args = parser.parse_args(argv)
     records = list(load_records(args.folder).records.values())
+    plan = plan_hashes(args.suite)
     if args.pending:
-        for model, tasks in pending(records).items():
+        for model, tasks in pending(records, plan).items():
             print(f"--model {model} --task {' '.join(tasks)}")
         return 0
-    matched, unmatched = pairs(records)
+    matched, unmatched = pairs(records, plan)
     fmt = "github" if args.markdown else "simple"
     print(tabulate([[p.task, p.rung, p.model, p.seed, p.stopped_because, p.protocol_steps, p.protocol,
                      "rerun" if p.rerun else "same run", p.cap_steps, p.cap, p.gain] for p in matched],

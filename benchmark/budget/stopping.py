@@ -80,7 +80,8 @@ def _sides(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None
             stale.append(f"{record['task']} x {record['model']} seed {record['seed']}: a stop the suite does not plan "
                          f"(target {train.get('target') or 0}, patience {train.get('patience') or 0})")
             continue
-        side = protocol if (record["config_hash"] in plan if plan is not None else stops) else cap
+        is_protocol = record["config_hash"] in plan if plan is not None else stops
+        side = protocol if is_protocol else cap
         key = _pair_key(record)
         if key in side:  # e.g. a patience run "rerun" with target=0 only: still a protocol run, never its own cap
             raise ValueError(f"{record['task']} x {record['model']} seed {record['seed']}: two "
@@ -100,7 +101,7 @@ def plan_hashes(suite: Path) -> set[str]:
 
 
 def pairs(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) -> tuple[list[Pair], list[str]]:
-    """Match each protocol record (a target or a patience set) with its cap record (neither).
+    """Match each protocol record with its cap record (:func:`_sides` says which is which).
 
     Returns the pairs, sorted by task, model, rung and seed, and one line per record left without its partner (or,
     with ``plan``, outside it with a stop: :func:`_sides`).

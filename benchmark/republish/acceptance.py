@@ -56,10 +56,6 @@ def trained(records: Iterable[Record]) -> list[Record]:
     return [r for r in records if r.get("status") == "ok" and r["params"].get("train")]
 
 
-def _task_param(record: Record, name: str) -> Any:
-    return record["params"]["task"].get(name)
-
-
 def check_parameters(section: Sequence[Record]) -> Check:
     missing = [r for r in section if not (r.get("size") or {}).get("parameters")]
     return Check("every trained record carries a parameter count", bool(section) and not missing,
@@ -85,7 +81,7 @@ def check_models(section: Sequence[Record]) -> Check:
 
 
 def _largest(records: Iterable[Record], task: str, param: str) -> int:
-    return max((_task_param(r, param) or 0 for r in records if r["task"] == task), default=0)
+    return max((r["params"]["task"].get(param) or 0 for r in records if r["task"] == task), default=0)
 
 
 def check_size(records: Sequence[Record], task: str, param: str, least: int) -> Check:
@@ -93,15 +89,17 @@ def check_size(records: Sequence[Record], task: str, param: str, least: int) -> 
     return Check(f"{task} records with {param} >= {least}", largest >= least, f"largest {param}: {largest or 'none'}")
 
 
+def _setting(record: Record) -> dict[str, Any]:
+    return {k: v for k, v in record["params"]["task"].items() if k not in SPLIT_SIZES}
+
+
 def _rung(record: Record) -> str:
-    task = {k: v for k, v in record["params"]["task"].items() if k not in SPLIT_SIZES}
-    return canonical_json([record.get("task_version"), task])
+    return canonical_json([record.get("task_version"), _setting(record)])
 
 
 def _label(record: Record) -> str:
     """The rung's name: its ladder axes where the record has them, else its task parameters."""
-    axes = (record.get("ladder") or {}).get("axes") or {
-        k: v for k, v in record["params"]["task"].items() if k not in SPLIT_SIZES}
+    axes = (record.get("ladder") or {}).get("axes") or _setting(record)
     return ",".join(f"{k}={v}" for k, v in axes.items())
 
 

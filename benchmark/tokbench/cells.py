@@ -90,8 +90,9 @@ def _trained_together(pairings: Sequence[Pairing]) -> Iterator[Outcome] | None:
     started_at, clock = utc_now(), time.perf_counter()
     try:
         task = first.task_spec.create(first.task_params)
+        outputs = first.variant.outputs.named(first.filename.removesuffix(".json") + ".cell")  # its checkpoint's name
         results = run_cell(task, first.model_spec, first.model_params, first.recipe, [p.seed for p in pairings],
-                           first.variant.outputs, evaluate_at=first.variant.evaluate)
+                           outputs, evaluate_at=first.variant.evaluate)
     except BaseException:  # noqa: BLE001 - retried one by one, where the error fails only its own pairings
         return None
     seconds = time.perf_counter() - clock

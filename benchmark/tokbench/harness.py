@@ -45,6 +45,7 @@ from pytorch_lightning.callbacks import EarlyStopping
 from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from torch.utils.data import DataLoader, IterableDataset
 
+from tokbench.checkpoints import CheckpointEvery, Checkpoints, Resumed
 from tokbench.compat import adapt_task, build_model
 from tokbench.errors import NotApplicable, ParamError
 from tokbench.metrics import (agreement, argmax_predictions, attention_metric, chance_accuracy, expected_accuracy,
@@ -123,25 +124,26 @@ def block_ends(recipe: Recipe) -> list[int]:
 
 class _Blocks(IterableDataset):
     """One item per block of optimiser steps: tokens (r, b, T), labels (r, b) or (r, b, T), and the
-    reference strategies' predictions shaped like the labels; ``lengths`` are the blocks' step counts.
+    reference strategies' predictions shaped like the labels; ``lengths`` are the blocks' step counts,
+    and the items start at block ``start`` (a resumed run), with the batches those blocks have in a full run.
 
     Full batch: r = 1, the whole training split, reused by every step of the block
     (and moved to the device once). Mini-batches: r = the block's length, seeded random batches.
     """
 
-    def __init__(self, split: Split, batch_size: int, lengths: list[int], seed: int) -> None:
+    def __init__(self, split: Split, batch_size: int, lengths: list[int], seed: int, start: int = 0) -> None:
         self.tokens, self.labels, self.references = split.tokens, split.labels, split.references
-        self.batch_size, self.lengths, self.seed = batch_size, lengths, seed
+        self.batch_size, self.lengths, self.seed, self.start = batch_size, lengths, seed, start
 
     def __iter__(self) -> Iterator[Batch]:
         n = len(self.labels)
         if self.batch_size == 0 or self.batch_size >= n:
-            for _ in self.lengths:
+            for _ in self.lengths[self.start:]:
                 yield self.tokens[None], self.labels[None], {k: v[None] for k, v in self.references.items()}
             return
         generator = torch.Generator().manual_seed(self.seed)
         batches = iter(())
-        for length in self.lengths:
+        for block, length in enumerate(self.lengths):
             picked = []
             while len(picked) < length:
                 idx = next(batches, None)
@@ -149,6 +151,8 @@ class _Blocks(IterableDataset):
                     batches = iter(torch.randperm(n, generator=generator)[: n - n % self.batch_size].split(self.batch_size))
                     continue
                 picked.append(idx)
+            if block < self.start:  # drawn only to advance the generator as the full run did
+                continue
             idx = torch.stack(picked)
             yield self.tokens[idx], self.labels[idx], {k: v[idx] for k, v in self.references.items()}
 
@@ -159,14 +163,15 @@ class _FreshBlocks(IterableDataset):
     The batches of steps ``10k .. 10k + 9`` come from one vectorised draw, ``task.training_batch(10 *
     batch_size, generator)`` seeded with ``derive_seed(seed, f"data:train:draw{k}")`` (one draw per step
     would cost several times more for tasks with per-sequence work, like the in-context Markov chains), so the
-    data of a step depends neither on the block schedule nor on the cap.
+    data of a step depends neither on the block schedule nor on the cap, and a run resumed at block ``start``
+    draws only from the step it resumes at.
     """
 
-    def __init__(self, task: Task, batch_size: int, lengths: list[int], seed: int) -> None:
-        self.task, self.batch_size, self.lengths, self.seed = task, batch_size, lengths, seed
+    def __init__(self, task: Task, batch_size: int, lengths: list[int], seed: int, start: int = 0) -> None:
+        self.task, self.batch_size, self.lengths, self.seed, self.start = task, batch_size, lengths, seed, start
 
-    def _steps(self) -> Iterator[Batch]:
-        for draw in itertools.count():
+    def _steps(self, first_draw: int) -> Iterator[Batch]:
+        for draw in itertools.count(first_draw):
             generator = torch.Generator().manual_seed(derive_seed(self.seed, f"data:train:draw{draw}"))
             split = self.task.training_batch(FRESH_DRAW_STEPS * self.batch_size, generator)
             for i in range(0, len(split), self.batch_size):
@@ -174,8 +179,9 @@ class _FreshBlocks(IterableDataset):
                        {k: v[i:i + self.batch_size] for k, v in split.references.items()})
 
     def __iter__(self) -> Iterator[Batch]:
-        steps = self._steps()
-        for length in self.lengths:
+        first = sum(self.lengths[:self.start])
+        steps = itertools.islice(self._steps(first // FRESH_DRAW_STEPS), first % FRESH_DRAW_STEPS, None)
+        for length in self.lengths[self.start:]:
             tokens, labels, references = zip(*(next(steps) for _ in range(length)))
             yield (torch.stack(tokens), torch.stack(labels),
                    {k: torch.stack([r[k] for r in references]) for k in references[0]})
@@ -190,7 +196,8 @@ class _Streams(IterableDataset):
 
     def __iter__(self) -> Iterator[list[Batch | None]]:
         iterators = [iter(stream) for stream in self.streams]
-        for _ in self.streams[0].lengths:
+        first = self.streams[0]
+        for _ in first.lengths[first.start:]:
             yield [next(it) if self.live(k) else None for k, it in enumerate(iterators)]
 
 
@@ -206,13 +213,16 @@ class StackModule(pl.LightningModule):
 
     Each Lightning step trains one block of the schedule (:func:`block_ends`, shared by the replicas);
     what happens between blocks (budget evaluations, convergence checks) is in the callbacks, per
-    replica. A replica that stops leaves the stack; the epoch ends once none is left.
+    replica. A replica that stops leaves the stack; the epoch ends once none is left. A stack resumed from
+    a checkpoint (:class:`~tokbench.checkpoints.Resumed`) starts at its block, its optimisers and schedules
+    restored from it, and torch's random state too, as the first step of the resumed run begins.
     """
 
-    def __init__(self, replicas: list[Replica], stacking: str) -> None:
+    def __init__(self, replicas: list[Replica], stacking: str, resumed: Resumed | None = None) -> None:
         super().__init__()
         self.automatic_optimization = False
-        self.replicas, self.stacking = replicas, stacking
+        self.replicas, self.stacking, self.resumed = replicas, stacking, resumed
+        self.start = 0 if resumed is None else resumed.blocks
         self.models = torch.nn.ModuleList(r.model for r in replicas)  # so that Lightning moves them to the device
         recipe = replicas[0].recipe
         self.ends = block_ends(recipe)
@@ -221,12 +231,16 @@ class StackModule(pl.LightningModule):
 
     @property
     def blocks(self) -> int:
-        return len(self.ends)
+        """The blocks this Trainer runs: those after ``start``."""
+        return len(self.ends) - self.start
 
     def training_step(self, batch: list[Batch | None], batch_idx: int) -> None:
-        first = self.ends[batch_idx - 1] if batch_idx else 0
+        if self.resumed is not None and batch_idx == 0:  # not sooner: the DataLoader drew from it as it started
+            torch.set_rng_state(self.resumed.rng)
+        block = self.start + batch_idx
+        first = self.ends[block - 1] if block else 0
         live = [r for r in self.replicas if r.active]
-        for step in range(first, self.ends[batch_idx]):
+        for step in range(first, self.ends[block]):
             picked = []
             for r in live:
                 tokens, labels, references = batch[r.stream]
@@ -254,7 +268,7 @@ class StackModule(pl.LightningModule):
                     r.schedule.step()
             live = [r for r in live if r.active]
         for r in live:
-            r.steps_taken = self.ends[batch_idx]
+            r.steps_taken = self.ends[block]
 
     def on_train_batch_end(self, *args: Any) -> None:  # after the callbacks, which may have stopped replicas
         if not any(r.active for r in self.replicas):
@@ -264,6 +278,8 @@ class StackModule(pl.LightningModule):
         for r in self.replicas:
             r.optimizer = make_optimizer(r.recipe, r.model.parameters())
             r.schedule = make_schedule(r.recipe, r.optimizer)
+        for r, state in zip(self.replicas, self.resumed.replicas if self.resumed else ()):
+            r.load_optimizer_state(state)  # here, after Lightning moved the models to the device
         return [r.optimizer for r in self.replicas]
 
 
@@ -612,6 +628,7 @@ class SeedData:
 def train_replicas(
     task: Task, model_spec: ModelSpec, model_params: dict[str, Any], plan: Sequence[tuple[Recipe, int]],
     data: Mapping[int, SeedData], outputs: RunOutputs | None, accelerator: str, stacking: str = "auto",
+    checkpoints: Checkpoints | None = None,
 ) -> list[Replica]:
     """Build one model per ``(recipe, seed)`` of ``plan`` from its seed's init seed and train them as one stack.
 
@@ -620,9 +637,11 @@ def train_replicas(
     from its seed (``"fresh"``), as it would alone; with ``val``, its recipe's ``target`` and ``patience`` may
     stop it early (:class:`Convergence`); with ``evaluation``, its accuracy is taken at each budget
     (:class:`BudgetCurve`). ``stacking`` (:data:`tokbench.replicas.STACKINGS`) says how a step computes the
-    live replicas: ``auto`` vmaps them off the CPU where the model allows it. Returns the replicas in
-    ``plan`` order; one whose loss became non-finite has its ``error`` set, and the others went on. Models
-    without trainable parameters (or ``steps = 0``) are built and fitted, not trained.
+    live replicas: ``auto`` vmaps them off the CPU where the model allows it. With ``checkpoints``, a stack that
+    trains long writes its state there now and then, and starts from the state written there by an earlier run
+    of the same stack (:mod:`tokbench.checkpoints`). Returns the replicas in ``plan`` order; one whose loss
+    became non-finite has its ``error`` set, and the others went on. Models without trainable parameters (or
+    ``steps = 0``) are built and fitted, not trained.
     """
     task = adapt_task(task)  # an older contract's task and models run through the adapter's wrappers
     replicas = []
@@ -638,12 +657,21 @@ def train_replicas(
     recipe = trainable[0].recipe
     if any(replace(r.recipe, lr=recipe.lr, weight_decay=recipe.weight_decay) != recipe for r in trainable):
         raise ValueError("the replicas of a stack may differ in lr and weight_decay only")
+    resumed = checkpoints.load(trainable) if checkpoints is not None else None
+    start = 0 if resumed is None else resumed.blocks
+    if resumed is not None:
+        for r, state in zip(trainable, resumed.replicas):
+            r.load_state_dict(state)
+            r.resumed_at.append(block_ends(recipe)[start - 1])
+            r.earlier_seconds = resumed.seconds
     seeds = list(dict.fromkeys(r.seed for r in trainable))  # one data stream per seed, shared by its replicas
     lengths = _lengths(block_ends(recipe))
     streams: list[_Blocks | _FreshBlocks] = [
-        _FreshBlocks(task, recipe.batch_size, lengths, seed) if recipe.data == "fresh"
-        else _Blocks(data[seed].train, recipe.batch_size, lengths, derive_seed(seed, "batches")) for seed in seeds]
+        _FreshBlocks(task, recipe.batch_size, lengths, seed, start) if recipe.data == "fresh"
+        else _Blocks(data[seed].train, recipe.batch_size, lengths, derive_seed(seed, "batches"), start)
+        for seed in seeds]
     callbacks: list[pl.Callback] = []
+    stops: dict[int, Convergence] = {}
     thresholds: dict[int, tuple[torch.Tensor | None, float | None]] = {}  # per seed: the validation law, the target
     for r in trainable:
         r.stream = seeds.index(r.seed)
@@ -656,15 +684,22 @@ def train_replicas(
                 target = recipe.target * oracle_accuracy(task, seed_data.val, law) if recipe.target else None
                 thresholds[r.seed] = (law, target)
             law, target = thresholds[r.seed]
-            callbacks.append(Convergence(r, seed_data.val, target, law))
+            stops[r.index] = Convergence(r, seed_data.val, target, law)
+            if resumed is not None:
+                stops[r.index].load_state_dict(resumed.stops[r.index])
+            callbacks.append(stops[r.index])
     if 0 < recipe.sweep_steps < recipe.steps:  # the candidates of each seed (the stack: seeds x the candidates)
         for seed in seeds:
             candidates = [r for r in trainable if r.seed == seed]
             if len(candidates) > 1 and data[seed].val is not None:
                 callbacks.append(SweepPruning(candidates, data[seed].val, validation_law(task, data[seed].val, recipe)))
-    module = StackModule(trainable, stacking)
+    if checkpoints is not None:  # last: it saves what the callbacks above did after a block
+        callbacks.append(CheckpointEvery(checkpoints, trainable, stops, start, 0.0 if resumed is None else resumed.seconds))
+    module = StackModule(trainable, stacking, resumed)
     live = _Streams(streams, lambda k: any(r.active and r.stream == k for r in trainable))
-    _trainer(module.blocks, outputs, accelerator, callbacks).fit(module, train_dataloaders=DataLoader(live, batch_size=None))
+    if module.blocks and any(r.active for r in trainable):  # a checkpoint may be of a stack already done
+        trainer = _trainer(module.blocks, outputs, accelerator, callbacks)
+        trainer.fit(module, train_dataloaders=DataLoader(live, batch_size=None))
     for r in trainable:
         r.replicas, r.stacking = len(trainable), module.step.mode if module.step else "sequential"
         if r.active:
@@ -745,7 +780,10 @@ def run_cell(
     Returns, per seed in order, its :class:`PairingResult` (what :func:`run_pairing` returns for that seed) or
     the exception that failed that seed alone (a non-finite loss, an error while evaluating); an error that
     concerns the whole cell (building the model, say) is raised. A result's ``train.wall_seconds`` is its
-    share of the cell's splits and training (divided equally among the seeds) plus its own evaluation.
+    share of the cell's splits and training (divided equally among the seeds; with the training of earlier
+    runs where it resumed from a checkpoint) plus its own evaluation. With ``outputs`` that name a records
+    folder, a long training writes checkpoints there (:meth:`RunOutputs.checkpoints`), removed once the results
+    are made.
     """
     started = time.perf_counter()
     task = adapt_task(task)
@@ -754,8 +792,9 @@ def run_cell(
     candidates = recipe.candidates()
     plan = [(candidate, seed) for seed in seeds for candidate in candidates]
     data = {seed: SeedData(s["train"], s["val"], s[task.eval_split]) for seed, s in splits.items()}
-    replicas = train_replicas(task, model_spec, model_params, plan, data, outputs, accelerator, stacking)
-    share = (time.perf_counter() - started) / len(seeds)
+    checkpoints = outputs.checkpoints() if outputs is not None else None
+    replicas = train_replicas(task, model_spec, model_params, plan, data, outputs, accelerator, stacking, checkpoints)
+    share = (time.perf_counter() - started + replicas[0].earlier_seconds) / len(seeds)
     results: list[PairingResult | Exception] = []
     for k, seed in enumerate(seeds):
         own = replicas[k * len(candidates):(k + 1) * len(candidates)]
@@ -764,6 +803,8 @@ def run_cell(
                                       share, bool(outputs and outputs.log_samples)))
         except Exception as exc:  # noqa: BLE001 - one seed's failure is its record's, not its cell-mates'
             results.append(exc)
+    if checkpoints is not None:
+        checkpoints.discard()
     return results
 
 
@@ -824,6 +865,8 @@ def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], 
                   "wall_seconds": shared_seconds + time.perf_counter() - started}
     if kept.replicas > 1:  # trained in a stack: how many replicas, and how a step computed them
         train_info.update(replicas=kept.replicas, stacking=kept.stacking)
+    if kept.resumed_at:  # trained in several runs, from checkpoints written at these steps
+        train_info["resumed_at"] = list(kept.resumed_at)
     if selection:
         train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
                           lr_selection_val_accuracy=selection)

@@ -8,7 +8,9 @@ the records folder (``--out``), named by the record they belong to (its file nam
   own loggers, under ``logs/STEM/``; their step is the optimiser step (a stack of replicas, such as
   a sweep's candidates, logs each one's metrics with the suffix ``_I``, I its place in the sweep);
 - per-sample outputs (``--log-samples``, suite key ``[outputs] log_samples``): ``STEM.samples.jsonl``
-  beside the record, in the format of :func:`sample_lines` (``docs/api.md``).
+  beside the record, in the format of :func:`sample_lines` (``docs/api.md``);
+- checkpoints of a training in progress (``--checkpoint-every``): ``.checkpoints/STEM.pt``, removed once the
+  record is made (:mod:`tokbench.checkpoints`).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from tokbench.storage import atomic_write
 if TYPE_CHECKING:
     import torch
 
+    from tokbench.checkpoints import Checkpoints
     from tokbench.task import Split, Task
 
 #: Lightning logger by name, and the package it needs beyond Lightning (None: nothing more)
@@ -35,6 +38,7 @@ LOGS_FOLDER = "logs"
 SAMPLES_SUFFIX = ".samples.jsonl"
 SAMPLES_FORMAT = "tokbench-samples/1"
 MAX_SAMPLE_SEQUENCES = 10_000  # the first sequences of the split, at most this many ...
+DEFAULT_CHECKPOINT_EVERY = 600.0  # seconds: at most 10 minutes of training lost to a kill, for a few MB written
 MAX_SAMPLE_TOKENS = 2**20  # ... and at most this many of their tokens in all: a file of a few tens of MB at most
 
 
@@ -61,7 +65,8 @@ class RunOutputs:
     ``folder`` is the records folder; ``loggers`` name Lightning loggers (:data:`LOGGERS`);
     ``log_samples`` writes per-sample outputs; ``callbacks`` are Lightning callbacks added to every
     Trainer (picklable: they travel to the worker processes). ``name`` is the stem of the record
-    the outputs belong to, set per pairing by :meth:`named`.
+    the outputs belong to, set per pairing by :meth:`named`. ``checkpoint_every``: seconds of training
+    between two checkpoints (0: none).
     """
 
     folder: Path | None = None
@@ -69,9 +74,18 @@ class RunOutputs:
     log_samples: bool = False
     callbacks: tuple[Any, ...] = ()
     name: str = "run"
+    checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY
 
     def named(self, name: str) -> RunOutputs:
         return replace(self, name=name)
+
+    def checkpoints(self) -> Checkpoints | None:
+        """Where the training of the named record checkpoints (None without a folder or with ``checkpoint_every`` 0)."""
+        from tokbench.checkpoints import FOLDER, SUFFIX, Checkpoints
+
+        if self.folder is None or self.checkpoint_every <= 0:
+            return None
+        return Checkpoints(self.folder / FOLDER / f"{self.name}{SUFFIX}", self.checkpoint_every)
 
     def lightning_loggers(self) -> list[Any]:
         """New Lightning loggers, one per name, writing under ``folder/logs/NAME/`` (a new version per Trainer)."""

@@ -38,6 +38,10 @@ STACKINGS = ("auto", "vmap", "sequential")
 PROBE_SEQUENCES = 4  # sequences per replica in the probe that decides whether a stack vmaps
 PROBE_TOLERANCE = 1e-4  # relative and absolute, on the probe's losses, logits and gradients
 
+#: the fields of a :class:`Replica` that training changes, kept in its checkpoints
+TRAINING_STATE = ("curve", "last_loss", "budget_curve", "val_curve", "steps_taken", "stopped_because", "selected_at",
+                  "selection_accuracy", "active", "resumed_at")
+
 LossFn = Callable[[TokenModel, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -76,9 +80,34 @@ class Replica:
     optimizer: torch.optim.Optimizer | None = None
     schedule: torch.optim.lr_scheduler.LRScheduler | None = None
     active: bool = True
+    resumed_at: list[int] = field(default_factory=list)  # steps at which training resumed from a checkpoint
+    earlier_seconds: float = 0.0  # seconds its stack trained before the last resume
 
     def stop(self, reason: str) -> None:
         self.active, self.stopped_because = False, reason
+
+    def state_dict(self) -> dict[str, Any]:
+        """What training has changed so far (:mod:`tokbench.checkpoints`): the model's, optimiser's and schedule's
+        states, the fields of :data:`TRAINING_STATE`, and the error as its message."""
+        return {"model": self.model.state_dict(),
+                "optimizer": None if self.optimizer is None else self.optimizer.state_dict(),
+                "schedule": None if self.schedule is None else self.schedule.state_dict(),
+                "error": None if self.error is None else str(self.error),
+                **{name: getattr(self, name) for name in TRAINING_STATE}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` gave, but the optimiser's and schedule's states, which
+        :meth:`load_optimizer_state` restores once they are built."""
+        self.model.load_state_dict(state["model"])
+        for name in TRAINING_STATE:
+            setattr(self, name, state[name])
+        self.error = None if state["error"] is None else NonFiniteLossError(state["error"])
+
+    def load_optimizer_state(self, state: dict[str, Any]) -> None:
+        if self.optimizer is not None and state["optimizer"] is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        if self.schedule is not None and state["schedule"] is not None:
+            self.schedule.load_state_dict(state["schedule"])
 
     def fail(self, error: BaseException) -> None:
         self.active, self.error = False, error

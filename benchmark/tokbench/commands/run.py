@@ -7,6 +7,7 @@ suite file), 3 when the records cannot be written, 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 import tempfile
@@ -24,7 +25,7 @@ from tokbench.errors import StorageError, UsageError
 from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, left_out, limit_line,
                            parse_evaluations, parse_settings, parse_shard, shard)
 from tokbench.plugins import origin
-from tokbench.outputs import LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
+from tokbench.outputs import DEFAULT_CHECKPOINT_EVERY, LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
 from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
@@ -38,12 +39,21 @@ EXIT_INTERRUPTED = 130
 
 def seconds(text: str) -> float:
     """An argparse type: a finite number of seconds > 0."""
+    return _seconds(text, zero=False)
+
+
+def seconds_or_zero(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0 (0: never)."""
+    return _seconds(text, zero=True)
+
+
+def _seconds(text: str, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = 0.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+        value = math.nan
+    if not (0 <= value if zero else 0 < value) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds {'>=' if zero else '>'} 0, got {text!r}")
     return value
 
 
@@ -98,6 +108,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--timeout", type=seconds, metavar="SECONDS",
                      help="stop a pairing that runs longer and record it as failed (default: no limit); a cell of "
                      "N pairings trained together (--cells) gets N times this")
+    run.add_argument("--checkpoint-every", type=seconds_or_zero, default=DEFAULT_CHECKPOINT_EVERY, metavar="SECONDS",
+                     help="write a training's state to OUT/.checkpoints/ every SECONDS of training (default: "
+                     "%(default)g; 0: never), so that a rerun after a kill resumes it there, with the numbers of an "
+                     "uninterrupted run (bit for bit on a CPU); the file goes once the record is written")
     run.add_argument("--cells", choices=cells.MODES, default="auto",
                      help="train the pairings that differ only in the seed together, in one worker, as one stack of "
                      "replicas: always (seeds), never (off), or where torch sees a GPU (auto, the default: on CPUs "
@@ -250,7 +264,8 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"{suite.origin} has no {', '.join(missing)}: name only what it selects, or leave out "
                              "--suite to run any registered pairing by name")
     outputs = RunOutputs(args.out, check_loggers(args.loggers or suite.outputs.get("loggers", [])),
-                         args.log_samples or suite.outputs.get("log_samples", False))
+                         args.log_samples or suite.outputs.get("log_samples", False),
+                         checkpoint_every=args.checkpoint_every)
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),
                   parse_evaluations(args.evaluate) if args.evaluate else None, outputs)
     if args.shard:

@@ -2,8 +2,8 @@
 # One call on a lent GPU machine (benchmark/gpu/README.md): install, the GPU benchmark, then as many runs of the
 # pending work as fit before DEADLINE seconds, in this order: the stopping check (protocol, then to the cap where
 # the target stopped a run), the tokbench architecture block, tokbench-scale. Every run resumes (finished records
-# are skipped), `timeout` stops it with SIGTERM, which loses nothing finished, and whatever was written comes back
-# as $OUT/records.tar.gz.
+# are skipped; a training in progress checkpoints every minute and resumes from there), `timeout` stops it with
+# SIGTERM, which loses nothing finished, and whatever was written comes back as $OUT/records.tar.gz.
 #   run(command="bash benchmark/gpu/session.sh", carry=[".whl"], timeout_s=600)
 set -uo pipefail
 DEADLINE=${DEADLINE:-560}
@@ -26,7 +26,8 @@ timeout 300 python3 benchmark/bench/gpu.py --deadline 240 --json "$out/gpu-bench
 run() {  # run SUITE OUT [ARGS...] until the deadline leaves 40 s for the archive
   local budget=$(( $(left) - 40 ))
   (( budget > 30 )) || return 0
-  timeout "$budget" python3 -m tokbench.cli run --suite "$1" --out "$2" --jobs "$JOBS" -q "${@:3}" >> "$out/runs.log" 2>&1
+  timeout "$budget" python3 -m tokbench.cli run --suite "$1" --out "$2" --jobs "$JOBS" --checkpoint-every 60 -q \
+    "${@:3}" >> "$out/runs.log" 2>&1
   echo "$1 ${*:3}: exit $? with $(( $(left) )) s left" | tee -a "$out/runs.log"
 }
 run benchmark/budget/stopping.toml work/stopping

@@ -21,6 +21,7 @@ from tokbench.checkpoints import FOLDER, CheckpointWarning
 from tokbench.cli import main
 from tokbench.harness import block_ends, run_cell
 from tokbench.outputs import RunOutputs
+from small_tasks import small_mqar, small_walk
 from tokbench.plugins import registry
 from tokbench.results import load_records
 
@@ -41,16 +42,6 @@ class StopAfter(pl.Callback):
         self.seen += 1
         if self.seen == self.blocks:
             raise Interrupted
-
-
-def small_walk():
-    return registry().task("random-walk").create({"K": 5, "context_length": 8, "train_size": 64,
-                                                   "val_size": 64, "test_size": 64})
-
-
-def small_mqar():
-    return registry().task("mqar").create({"vocab_size": 32, "context_length": 16, "num_kv_pairs": 2,
-                                           "num_queries": 2, "train_size": 128, "val_size": 64, "test_size": 64})
 
 
 # (task, model, recipe, seeds)

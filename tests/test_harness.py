@@ -4,12 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tokbench.harness import NonFiniteLossError, run_pairing, train_model
+from small_tasks import small_walk
 from tokbench.plugins import registry
-
-
-def small_walk():
-    return registry().task("random-walk").create({"K": 5, "context_length": 8, "train_size": 64,
-                                                   "val_size": 64, "test_size": 64})
 
 
 @pytest.mark.parametrize(("steps", "batch_size"), [(1, 0), (25, 0), (25, 16), (13, 64)])

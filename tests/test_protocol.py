@@ -9,15 +9,11 @@ from tokbench import harness
 from tokbench.harness import _Blocks, _FreshBlocks, block_ends, run_pairing, train_model
 from tokbench.errors import ParamError
 from tokbench.metrics import chance_accuracy, expected_accuracy, prediction_accuracy
+from small_tasks import small_walk
 from tokbench.plugins import registry
 from tokbench.seeding import derive_seed
 from tokbench.specs import Recipe
 from tokbench.task import IGNORE
-
-
-def small_walk():
-    return registry().task("random-walk").create({"K": 5, "context_length": 8, "train_size": 64,
-                                                   "val_size": 64, "test_size": 64})
 
 
 def nope(**recipe):

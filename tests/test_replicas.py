@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tokbench.harness import SeedData, run_cell, run_pairing, train_model, train_replicas
+from small_tasks import small_mqar, small_walk
 from tokbench.plugins import registry
 from tokbench.replicas import NonFiniteLossError
 
@@ -19,16 +20,6 @@ LOSS_TOLERANCE = 1e-4  # relative and absolute; measured: at most 3e-6 over 60 A
 ACCURACY_TOLERANCE = 0.02  # verify's tolerance across environments; measured: equal
 RATES = (0.001, 0.01, 0.05)
 SEEDS = (0, 1)
-
-
-def small_walk():
-    return registry().task("random-walk").create({"K": 5, "context_length": 8, "train_size": 64,
-                                                   "val_size": 64, "test_size": 64})
-
-
-def small_mqar():
-    return registry().task("mqar").create({"vocab_size": 32, "context_length": 16, "num_kv_pairs": 2,
-                                           "num_queries": 2, "train_size": 128, "val_size": 64, "test_size": 64})
 
 
 # (task, model, recipe): fixed mini-batches with a target that the faster rates reach first; the full

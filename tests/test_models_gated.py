@@ -29,7 +29,7 @@ def chain():
     return registry().task("markov-switch").create({"context_length": 37, "train_size": 4})
 
 
-@pytest.mark.parametrize(("name", "params"), [("gla", {}), ("gla", {"heads": 2, "d": 16}), ("h3", {}),
+@pytest.mark.parametrize(("name", "params"), [("gla", {}), ("gla", {"heads": 2, "d": 16, "conv": 0}), ("h3", {}),
                                               ("h3", {"head_dim": 4, "d_state": 8})])
 def test_the_parallel_form_equals_the_recurrent_reference(chain, name, params):
     model = build_model(name, chain, **params)
@@ -100,7 +100,7 @@ def test_sizes_that_do_not_divide_are_parameter_errors(chain, name, params, mess
 @pytest.mark.parametrize("name", GATED)
 def test_a_short_training_run_learns_associative_recall(name):
     """300 steps on mqar with 2 pairs of 16 tokens: well above the best input-independent guess (chance_accuracy,
-    0.14 here). Measured at seed 0 on one thread: gla 0.51, h3 0.77."""
+    0.14 here). Measured at seed 0 on one thread: gla 0.998 (0.51 without its short convolution, conv = 0), h3 0.77."""
     task = registry().task("mqar").create({"vocab_size": 16, "num_kv_pairs": 2, "num_queries": 2, "context_length": 8,
                                            "train_size": 2000, "val_size": 200, "test_size": 500})
     spec = registry().model(name)

@@ -41,7 +41,9 @@ def test_a_tied_weight_is_counted_once(chain):
     ("gru", {"hidden": 64, "layers": 2}, 128), ("lstm", {"hidden": 64, "layers": 2}, 256),
     ("linear-attention", {"d": 32, "heads": 2, "layers": 2}, 2 * 2 * (16 * 16 + 16)),
     ("mamba", {"d": 32, "layers": 2, "d_state": 16, "expand": 2, "d_conv": 4}, 2 * 64 * (16 + 3)),
-    ("gla", {"d": 32, "heads": 4, "layers": 2}, 2 * 4 * 4 * 8),  # per head keys d/2H = 4, values d/H = 8
+    # per head keys d/2H = 4 and values d/H = 8; the short convolution's last 3 inputs of q, k, v (16 + 16 + 32)
+    ("gla", {"d": 32, "heads": 4, "layers": 2}, 2 * (4 * 4 * 8 + 3 * 64)),
+    ("gla", {"d": 32, "heads": 4, "layers": 2, "conv": 0}, 2 * 4 * 4 * 8),
     ("h3", {"d": 32, "head_dim": 1, "d_state": 64, "layers": 2}, 2 * (32 * 63 + 32 * 64)),
     ("h3", {"d": 32, "head_dim": 4, "d_state": 8, "layers": 1}, 32 * 7 + 32 * 4 * 8),
     ("mlp", {"width": 256}, 256),  # the running sum of first-layer rows

@@ -164,22 +164,28 @@ def _mixer_decoder_params(mixer: str, *own: Param) -> tuple[Param, ...]:
 
 GLA = ModelSpec(
     name="gla",
-    version="1",
+    version="2",
     family="gated linear attention",
     description=(
         "Gated linear attention (GLA) in the pre-LN decoder of `transformer`: per head a matrix state "
         "S_t = diag(alpha_t) S_{t-1} + k_t^T v_t with a data-dependent forget gate "
         "alpha_t = sigmoid(x W1 W2 + b)^(1/16) "
         "(rank 16), o_t = q_t S_t, keys of width d/2 and values of width d, an RMSNorm per head and a swish output "
-        "gate; trained in the chunkwise form (chunks of 8), flash-linear-attention's kernel on a GPU where "
-        f"installed; no positional encoding, no attention reported. Recipe: {ADAMW_COSINE.describe()}."
+        "gate; queries, keys and values first through a short causal depthwise convolution (4 taps, SiLU), as "
+        "flash-linear-attention's layer offers and the recall comparisons use (version 2; conv = 0 is the "
+        "paper's layer as written, version 1); trained in the chunkwise form (chunks of 8), "
+        "flash-linear-attention's kernel on a GPU where installed; no positional encoding, no attention reported. "
+        f"Recipe: {ADAMW_COSINE.describe()}."
     ),
     citation=("Yang, Wang, Shen, Panda & Kim, Gated Linear Attention Transformers with Hardware-Efficient Training, "
               "ICML 2024, arXiv:2312.06635 (Sec. 4.1 recurrent form and gate, Sec. 4.2 chunkwise form, Sec. 4.4 "
               "the GLA layer)"),
     implementation="tokbench_models.gla:GLATransformer",
     params=_mixer_decoder_params(
-        "GLA", Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)", low=1)),
+        "GLA", Param("heads", "int", 4, "GLA heads per layer (d must be a multiple of 2 heads)", low=1),
+        Param("conv", "int", 4, "taps of the short causal depthwise convolution (then SiLU) on the queries, keys and "
+              "values (flash-linear-attention's use_short_conv and conv_size); 0: none, the paper's layer as written",
+              low=0)),
     recipe=ADAMW_COSINE,
     predicts="every",
 )

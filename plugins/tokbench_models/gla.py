@@ -11,7 +11,10 @@ One head, recurrent form (Sec. 4.1):
     o_t     = q_t S_t / sqrt(k)                            (v,), scaled as the authors' kernels (fla) scale it
 
 Layer (Sec. 4.4): y_t = W_O (swish(x_t W_r + b_r) * concat_h norm(o_t^h)), norm an RMSNorm per head as in the
-authors' layer (the paper writes LayerNorm). With b_t = sum_{s <= t} log alpha_s, the chunkwise form (Sec. 4.2)
+authors' layer (the paper writes LayerNorm). Before the recurrence, q, k and v each pass through a short causal
+depthwise convolution of ``conv`` taps and a SiLU, the authors' layer's option ``use_short_conv`` (flash-linear-
+attention): without it no position can tell its own token from the one before, which associative recall needs
+(docs/models.md); ``conv = 0`` leaves it out, the layer as the paper writes it. With b_t = sum_{s <= t} log alpha_s, the chunkwise form (Sec. 4.2)
 computes a chunk of C positions from the state S at its start:
 
     o_i = (q_i * e^(b_i - b_0)) S + sum_{j <= i in the chunk} (q_i . (k_j * e^(b_i - b_j))) v_j
@@ -85,7 +88,7 @@ class GatedLinearAttention(nn.Module):
 
     reference = False  # True: the recurrent form, position by position (the tests' reference)
 
-    def __init__(self, d: int, heads: int) -> None:
+    def __init__(self, d: int, heads: int, conv: int) -> None:
         super().__init__()
         if d % (2 * heads):
             raise ParamError(f"gla: d={d} must be a multiple of 2 * heads = {2 * heads} (keys have width d / 2)")
@@ -93,6 +96,9 @@ class GatedLinearAttention(nn.Module):
         self.q = nn.Linear(d, d // 2, bias=False)
         self.k = nn.Linear(d, d // 2, bias=False)
         self.v = nn.Linear(d, d, bias=False)
+        self.taps = conv  # flash-linear-attention's short convolution: causal, depthwise, no bias, then SiLU
+        self.convs = nn.ModuleList(nn.Conv1d(w, w, conv, groups=w, padding=conv - 1, bias=False)
+                                   for w in (d // 2, d // 2, d)) if conv else None
         self.gate = nn.Sequential(nn.Linear(d, GATE_RANK, bias=False), nn.Linear(GATE_RANK, d // 2))  # W_a1 W_a2 + b_a
         self.output_gate = nn.Linear(d, d)  # W_r, b_r
         self.norm = RMSNorm(self.value_width, eps=1e-5)  # torch's own is 2.4 or later
@@ -100,8 +106,11 @@ class GatedLinearAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, encoding: object, need_attention: bool) -> tuple[torch.Tensor, None]:
         n, T, d = x.shape
-        q, k = (z.view(n, T, self.heads, self.key_width) for z in (self.q(x), self.k(x)))
-        v = self.v(x).view(n, T, self.heads, self.value_width)
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        if self.convs is not None:  # padded on both sides: the first T outputs are the causal ones
+            q, k, v = (F.silu(c(z.transpose(1, 2))[..., :T].transpose(1, 2)) for c, z in zip(self.convs, (q, k, v)))
+        q, k = (z.view(n, T, self.heads, self.key_width) for z in (q, k))
+        v = v.view(n, T, self.heads, self.value_width)
         log_alpha = F.logsigmoid(self.gate(x)).view(n, T, self.heads, self.key_width) / GATE_TEMPERATURE
         if self.reference:
             mix = gla_recurrent
@@ -113,8 +122,9 @@ class GatedLinearAttention(nn.Module):
         return self.proj(F.silu(self.output_gate(x)) * o), None
 
     def state_size(self) -> int:
-        """S of every head: k x v."""
-        return self.heads * self.key_width * self.value_width
+        """S of every head (k x v), and the short convolution's last conv - 1 inputs of q, k and v (d/2 + d/2 + d)."""
+        inputs = self.heads * (2 * self.key_width + self.value_width)
+        return self.heads * self.key_width * self.value_width + max(self.taps - 1, 0) * inputs
 
 
 class GLATransformer(Transformer):
@@ -122,4 +132,4 @@ class GLATransformer(Transformer):
     order the past)."""
 
     def build_mixer(self, params: dict) -> nn.Module:
-        return GatedLinearAttention(params["d"], params["heads"])
+        return GatedLinearAttention(params["d"], params["heads"], params["conv"])

@@ -657,15 +657,16 @@ def train_replicas(
     recipe = trainable[0].recipe
     if any(replace(r.recipe, lr=recipe.lr, weight_decay=recipe.weight_decay) != recipe for r in trainable):
         raise ValueError("the replicas of a stack may differ in lr and weight_decay only")
+    ends = block_ends(recipe)
     resumed = checkpoints.load(trainable) if checkpoints is not None else None
     start = 0 if resumed is None else resumed.blocks
     if resumed is not None:
         for r, state in zip(trainable, resumed.replicas):
             r.load_state_dict(state)
-            r.resumed_at.append(block_ends(recipe)[start - 1])
+            r.resumed_at.append(ends[start - 1])
             r.earlier_seconds = resumed.seconds
     seeds = list(dict.fromkeys(r.seed for r in trainable))  # one data stream per seed, shared by its replicas
-    lengths = _lengths(block_ends(recipe))
+    lengths = _lengths(ends)
     streams: list[_Blocks | _FreshBlocks] = [
         _FreshBlocks(task, recipe.batch_size, lengths, seed, start) if recipe.data == "fresh"
         else _Blocks(data[seed].train, recipe.batch_size, lengths, derive_seed(seed, "batches"), start)

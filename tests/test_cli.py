@@ -31,8 +31,13 @@ def test_ls_json_entries_carry_the_documented_keys(cli, what):
 
 
 def test_plugins_json_lists_hooks_registrations_and_errors(cli):
-    for plugin in json.loads(cli("plugins", "--json").stdout):
+    result = cli("plugins", "--json")
+    assert result.returncode == 0
+    plugins = {plugin["name"]: plugin for plugin in json.loads(result.stdout)}
+    for plugin in plugins.values():
         assert {"name", "version", "hooks", "tasks", "models", "error", "status"} <= set(plugin)
+    walks = next(plugin for name, plugin in plugins.items() if "random-walk" in plugin["tasks"])
+    assert "register_tasks" in walks["hooks"] and walks["error"] is None
 
 
 @pytest.mark.parametrize(
@@ -60,9 +65,10 @@ def test_light_commands_do_not_import_torch_or_lightning(args):
     code = (
         "import sys\n"
         "from tokbench.cli import main\n"
-        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        f"try:\n    code = main({args!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
         "heavy = sorted(m for m in ('torch', 'pytorch_lightning', 'lightning', 'matplotlib') if m in sys.modules)\n"
-        "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+        "print(f'CODE={code or 0} HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "HEAVY=\n" in result.stderr
+    assert "CODE=0 HEAVY=\n" in result.stderr  # the command succeeded, and without the heavy imports
+    assert result.stdout.strip()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -217,13 +218,20 @@ def test_every_recipe_key_is_in_the_config_hash():
     def hash_of(recipe: Recipe) -> str:
         return config_hash(identity("t", "1", "m", "1", {"task": {}, "model": {}, "train": recipe.identity()}, 0))
 
-    base = hash_of(Recipe(batch_size=8))  # fresh data needs a batch size
-    changed = {"weight_decay": 0.1, "wd_grid": (0.0, 0.1), "momentum": 0.0, "betas": (0.9, 0.95), "schedule": "cosine",
-               "warmup_steps": 5, "grad_clip": 1.0, "target": 0.9, "eval_every": 10,
-               "data": "fresh", "patience": 100, "min_delta": 0.01, "budgets": (50,)}
-    for key, value in changed.items():
-        if key == "momentum":
-            assert hash_of(Recipe(optimizer="sgd", momentum=0.5)) != hash_of(Recipe(optimizer="sgd")), key
+    base = Recipe(batch_size=8)  # fresh data needs a batch size
+    # One valid change of every field of the recipe (a new field fails here until it has one)
+    changed = {"optimizer": {"optimizer": "sgd"}, "lr": {"lr": 0.5}, "steps": {"steps": 7}, "batch_size": {"batch_size": 4},
+               "lr_grid": {"lr_grid": (0.1, 1.0)}, "weight_decay": {"weight_decay": 0.1},
+               "wd_grid": {"wd_grid": (0.0, 0.1)}, "sweep_steps": {"sweep_steps": 100},
+               "momentum": {"optimizer": "sgd", "momentum": 0.5}, "betas": {"betas": (0.9, 0.95)},
+               "schedule": {"schedule": "cosine"}, "warmup_steps": {"warmup_steps": 5}, "grad_clip": {"grad_clip": 1.0},
+               "data": {"data": "fresh"}, "target": {"target": 0.9}, "patience": {"patience": 100},
+               "min_delta": {"min_delta": 0.01}, "eval_every": {"eval_every": 10}, "budgets": {"budgets": (50,)},
+               "validate_by": {"validate_by": "expected"}}
+    assert set(changed) == {f.name for f in fields(Recipe)}
+    for key, change in changed.items():
+        if key == "momentum":  # momentum needs sgd: compare with sgd alone
+            assert hash_of(replace(base, **change)) != hash_of(replace(base, optimizer="sgd")), key
             continue
-        assert hash_of(Recipe(**{key: value, "batch_size": 8})) != base, key
+        assert hash_of(replace(base, **change)) != hash_of(base), key
     assert json.loads(json.dumps(Recipe().to_json()))["betas"] == [0.9, 0.999]

@@ -144,7 +144,10 @@ def test_causal_graph_is_nichani_et_al_s_setting():
 
 def test_markov_switch_matches_brute_force():
     task = create("markov-switch", p=0.3, q=0.9, context_length=4)
-    P, pi = task.kernel, task.stationary
+    # The law written out from the task's definition, not read from the task
+    P = torch.tensor([[0.7, 0.3], [0.9, 0.1]], dtype=torch.float64)
+    pi = torch.tensor([0.9, 0.3], dtype=torch.float64) / 1.2
+    assert torch.allclose(task.kernel.double(), P) and torch.allclose(task.stationary.double(), pi)
     full = all_sequences(2, 5)
     law = pi[full[:, 0]] * P[full[:, :-1], full[:, 1:]].prod(1)
     tokens, labels = full[:, :4], full[:, 1:]

@@ -90,6 +90,19 @@ def test_every_spec_answers_to_its_qualified_name(cli):
     assert shown["name"] == "attn-rope" and shown["qualified_name"] == "attention:attn-rope"
 
 
+def test_a_run_and_a_suite_take_qualified_names(cli, tmp_path):
+    suite = tmp_path / "qualified.toml"
+    suite.write_text('description = "q"\nseeds = 1\n[[grid]]\ntasks = ["walks:random-walk"]\n'
+                     'models = ["attention:attn-rope", "uniform"]\n')
+    plans = {"suite": cli("run", "--suite", str(suite), "--out", str(tmp_path / "a"), "--dry-run", "-q"),
+             "filters": cli("run", "--suite", str(suite), "--task", "walks:random-walk", "--model",
+                            "attention:attn-rope", "--out", str(tmp_path / "b"), "--dry-run", "-q")}
+    for result in plans.values():
+        assert result.returncode == 0, result.stderr
+    assert "random-walk × attn-rope seed 0" in plans["suite"].stdout and "× uniform" in plans["suite"].stdout
+    assert "random-walk × attn-rope seed 0" in plans["filters"].stdout and "× uniform" not in plans["filters"].stdout
+
+
 def test_unknown_plugin_names_in_the_lists_are_warned_about(cli):
     for variable in ("TOKBENCH_DISABLE_PLUGINS", "TOKBENCH_PLUGINS"):
         result = cli("plugins", env={variable: "walks,tokbench_walkz"})

@@ -119,6 +119,7 @@ def test_a_corrupt_file_is_skipped_with_a_warning_or_fails_when_strict(tmp_path,
     (["--shard", "2/2"], "--shard expects i/n"),
     (["--suite", "nosuch"], "unknown suite 'nosuch'"),
     (["--ray-address", "auto"], "--ray-address needs --executor ray"),
+    (["--executor", "ray", "--threads", "2"], "--threads 2 needs --executor local"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, tiny, capsys, args, message):
     code, _, err = run(capsys, "--suite", str(tiny), "--out", str(tmp_path / "runs"), *args)

@@ -198,13 +198,14 @@ def _located(where: str, build: Callable[[], T]) -> T:
 
 
 def _select(entries: Sequence[str], registered: Mapping[str, Any], kind: str, where: str) -> list[str]:
-    """Registered names matched by ``entries`` (names or glob patterns), in order, without repeats."""
+    """Registered names matched by ``entries`` (names, qualified names or glob patterns), in order, without
+    repeats; a qualified name selects the spec under the name it runs by."""
     selected: list[str] = []
     for entry in entries:
         if is_pattern(entry):
             matches = sorted(fnmatch.filter(registered, entry))
         elif entry in registered:
-            matches = [entry]
+            matches = [registered[entry].name]
         else:
             raise UnknownNameError(f"{where}: {unknown_name(kind, entry, registered)}")
         selected += [m for m in matches if m not in selected]

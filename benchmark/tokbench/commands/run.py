@@ -30,6 +30,7 @@ from tokbench.progress import make_progress, outcome, pairing_label, variant_lab
 from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
+from tokbench.specs import RECIPE_PARAMS
 from tokbench.runner import (DEFAULT_THREADS, EXECUTORS, RERUN_MODES, check_ray_address, make_executor, plan,
                              run_grid, usable_cores)
 from tokbench.suites import builtin_suites, load_suite
@@ -73,9 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="only these models of the suite (names or patterns)")
     run.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 instead of the suite's")
     run.add_argument("--set", dest="settings", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                     help="parameter overrides: task.KEY, model.KEY, train.KEY (the recipe: optimizer, lr, steps, "
-                     "batch_size, weight_decay, momentum, betas, schedule, warmup_steps, grad_clip, data, target, "
-                     "patience, min_delta, eval_every, budgets, lr_grid, wd_grid), or a bare KEY for every task, "
+                     help="parameter overrides: task.KEY, model.KEY, train.KEY (the recipe: "
+                     f"{', '.join(p.name for p in RECIPE_PARAMS)}), or a bare KEY for every task, "
                      "model or recipe that declares it")
     run.add_argument("--evaluate", action="append", default=[], metavar="AXIS=VALUES",
                      help="also evaluate each trained model at these values of a task's evaluation axis, e.g. "
@@ -118,7 +118,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      "a stack saves only per-pairing overhead and holds one --jobs slot for all its seeds); each "
                      "pairing still gets its own record, the one it gets alone")
     run.add_argument("--executor", choices=EXECUTORS, default="local",
-                     help="local worker processes, or Ray tasks (pip install 'tokbench[ray]')")
+                     help="local worker processes, or Ray tasks of one CPU and one torch thread each (pip install "
+                     "'tokbench[ray]')")
     run.add_argument("--ray-address", metavar="ADDR",
                      help="Ray cluster to join, HOST:PORT, ray://HOST:PORT or auto (default: start a local Ray)")
     run.add_argument("--shard", metavar="I/N", help="run only shard I of N (0 <= I < N), e.g. in a SLURM job array")
@@ -275,6 +276,9 @@ def _run(args: argparse.Namespace) -> int:
             return 0
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address needs --executor ray")
+    if args.executor == "ray" and args.threads != DEFAULT_THREADS:
+        raise UsageError(f"--threads {args.threads} needs --executor local: a Ray task holds one CPU and trains on "
+                         f"{DEFAULT_THREADS} thread")
     goal = adaptive.target(args.target_ci if args.target_ci is not None else suite.adaptive.get("target_ci"),
                            args.max_seeds if args.max_seeds is not None else suite.adaptive.get("max_seeds"))
 

@@ -14,18 +14,21 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import re
-import tomllib
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from importlib.resources import files
-from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
+from typing import TYPE_CHECKING
 
 from tokbench import __version__
 from tokbench.commands import loaded_registry
 from tokbench.errors import UsageError
 from tokbench.plugins import ENTRY_POINT_GROUP
+from tokbench.suites import tomllib  # the standard library's, or tomli on Python 3.10
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 KINDS = ("task", "model")
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")

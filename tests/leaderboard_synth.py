@@ -12,6 +12,13 @@ LAYER = {"dtype": "float64", "positions": "onehot"}
 GD = {"optimizer": "gd", "lr": 1.0, "steps": 50, "batch_size": 0, "lr_grid": []}
 
 
+def publish(*argv: str) -> int:
+    """``tokbench leaderboard ARGV --format all``: every file of a published page."""
+    from tokbench.cli import main
+
+    return main(["leaderboard", *argv, "--format", "all"])
+
+
 def record(task: str = "random-walk", model: str = "attn-paper-a", seed: int = 0, accuracy: float = 0.5,
            bayes: float = 0.5, untrained: float = 0.17, task_params: dict | None = None,
            model_params: dict | None = None, train: dict | None = None, eval_split: str = "test",

@@ -11,6 +11,11 @@ def small_walk() -> Task:
                                                    "val_size": 64, "test_size": 64})
 
 
+def create_task(name: str, **params) -> Task:
+    """The registered task ``name`` created with ``params``."""
+    return registry().task(name).create(params)
+
+
 def small_mqar() -> Task:
     """MQAR with 2 pairs among 16 tokens of a vocabulary of 32."""
     return registry().task("mqar").create({"vocab_size": 32, "context_length": 16, "num_kv_pairs": 2,

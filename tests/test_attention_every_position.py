@@ -7,6 +7,8 @@ formula tests/test_attention_standard.py and tests/test_paper_a.py check).
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -94,4 +96,6 @@ def test_every_attention_layer_trains_on_a_task_scored_at_every_position(name):
                                             "val_size": 50, "test_size": 200})
     spec = reg.model(name)
     result = run_pairing(task, spec, spec.resolve(), spec.recipe.override({"steps": 5}), 0)
-    assert 0.0 <= result.metrics["test_accuracy"] <= 1.0 and result.curve
+    assert result.train["steps"] == 5 and result.curve["step"] == list(range(5))
+    assert all(math.isfinite(loss) for loss in result.curve["loss"])
+    assert 0.0 <= result.metrics["test_accuracy"] <= 1.0

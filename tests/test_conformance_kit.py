@@ -90,3 +90,15 @@ def test_the_leaderboard_reads_the_oracle_flag_from_the_record():
     legacy = record(model="bayes-optimal", seed=2, model_params={"other": 1})  # written before the flag: by name
     rows = {(r.model, r.params.get("other")): r.oracle for r in build([flagged, plain, legacy]).rows}
     assert rows == {("my-reference", None): True, ("bayes-optimal", None): False, ("bayes-optimal", 1): True}
+
+
+def test_the_kit_fails_a_spec_that_refuses_its_own_example():
+    """A range end or choice on its own may be ruled out (skipped); a spec's own ``examples`` may not."""
+    from tokbench.errors import UsageError
+    from tokbench.testing import _refused
+
+    spec = registry().task("mqar")
+    example = dict(spec.examples[0])
+    with pytest.raises(AssertionError, match="refuses its own example"):
+        _refused(spec, example, UsageError("no data can be drawn"))
+    _refused(spec, {"num_kv_pairs": 1000}, UsageError("more pairs than the context holds"))  # not an example: fine

@@ -7,19 +7,15 @@ import hashlib
 
 import pytest
 
-from leaderboard_synth import record, seeds, write
+from leaderboard_synth import publish, record, seeds, write
 from tokbench.cli import main
-
-
-def _publish(*argv: str) -> int:
-    return main(["leaderboard", *argv, "--format", "all"])
 
 
 @pytest.fixture
 def published(tmp_path):
     """A records folder and the folder published from it."""
     source, out = write(tmp_path / "runs", seeds(3, [0.5, 0.6, 0.7])), tmp_path / "board" / "leaderboard"
-    assert _publish("--records", str(source), "--out", str(out)) == 0
+    assert publish("--records", str(source), "--out", str(out)) == 0
     return source, out
 
 
@@ -36,7 +32,7 @@ def test_prune_never_deletes_a_file_the_manifest_names_outside_the_folder(tmp_pa
     victim.write_bytes(b"precious")
     _listed(out, name.replace("/ABSOLUTE", str(victim)), b"precious")
     capsys.readouterr()
-    assert _publish("--records", str(source), "--out", str(out), "--prune") == 2
+    assert publish("--records", str(source), "--out", str(out), "--prune") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "SHA256SUMS, line" in err and "outside" in err, err
     assert victim.read_bytes() == b"precious"
@@ -49,7 +45,7 @@ def test_a_link_out_of_the_folder_is_outside_too(tmp_path, capsys, published):
     (elsewhere / "precious.png").write_bytes(b"precious")
     (out / "escape").symlink_to(elsewhere, target_is_directory=True)
     _listed(out, "escape/precious.png", b"precious")
-    assert _publish("--records", str(source), "--out", str(out), "--prune") == 2
+    assert publish("--records", str(source), "--out", str(out), "--prune") == 2
     assert (elsewhere / "precious.png").read_bytes() == b"precious"
     assert main(["verify", str(out), "--integrity"]) == 2
     assert capsys.readouterr().err.count("tokbench: error:") == 2

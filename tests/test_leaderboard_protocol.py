@@ -61,7 +61,10 @@ def test_a_family_validated_by_expected_accuracy_keeps_its_models_in_the_common_
     assert {c.task: c.protocol for c in board.columns}["sparse-selection"] == {"validate_by": "expected"}
     assert all("validate_by" not in c.label for c in board.columns)
     scores = build_scores(board)
-    assert scores.score(OVERALL, _row(scores, "transformer")).stat is not None
+    row = _row(scores, "transformer")
+    families = [scores.score(task, row).stat.mean for task in ("mqar", "sparse-selection")]
+    assert families == pytest.approx([(0.6 - 0.25) / 0.65, (0.5 - 0.25) / 0.65])  # each family on its own scale
+    assert scores.score(OVERALL, row).stat.mean == pytest.approx(sum(families) / 2)  # and both in one Overall
     assert any(line.startswith("sparse-selection stops training on the expected validation accuracy")
                for line in notes.protocol(board))
 

@@ -10,16 +10,13 @@ import torch
 from scipy.special import gammaln
 from scipy.stats import chisquare
 
+from small_tasks import create_task
 from tokbench.metrics import attention_metric
 from tokbench.plugins import registry
 from tokbench.task import IGNORE, AttentionTarget
 from tokbench_markov.chains import ROOT
 
 SAMPLES = 200_000  # sequences drawn to test a sampler against the exact law
-
-
-def create(name: str, **params):
-    return registry().task(name).create(params)
 
 
 def all_sequences(states: int, length: int) -> torch.Tensor:
@@ -57,7 +54,7 @@ IN_CONTEXT = [
 
 @pytest.mark.parametrize("name,params", IN_CONTEXT)
 def test_in_context_predictor_and_accuracy_match_brute_force(name, params):
-    task = create(name, **params)
+    task = create_task(name, **params)
     S, T, alpha = task.states, task.context_length, task.alpha
     parents = task.parents.tolist()
     full = all_sequences(S, T + 1)
@@ -81,7 +78,7 @@ def test_in_context_predictor_and_accuracy_match_brute_force(name, params):
 
 @pytest.mark.parametrize("name,params", IN_CONTEXT[:1] + IN_CONTEXT[2:3])
 def test_in_context_sampler_follows_the_exact_law(name, params):
-    task = create(name, **params)
+    task = create_task(name, **params)
     S, T = task.states, task.context_length
     full = task.sample(SAMPLES, torch.Generator().manual_seed(0))
     index = (full * S ** torch.arange(T, -1, -1)).sum(1)
@@ -109,7 +106,7 @@ def causal_law(task) -> tuple[torch.Tensor, torch.Tensor]:
 
 @pytest.mark.parametrize("params", CAUSAL)
 def test_causal_graph_predictor_accuracy_and_sampler_match_brute_force(params):
-    task = create("causal-graph", **params)
+    task = create_task("causal-graph", **params)
     S, T = task.states, task.context_length
     full, law = causal_law(task)
     assert law.sum().item() == pytest.approx(1.0, abs=1e-12)
@@ -143,7 +140,7 @@ def test_causal_graph_is_nichani_et_al_s_setting():
 
 
 def test_markov_switch_matches_brute_force():
-    task = create("markov-switch", p=0.3, q=0.9, context_length=4)
+    task = create_task("markov-switch", p=0.3, q=0.9, context_length=4)
     # The law written out from the task's definition, not read from the task
     P = torch.tensor([[0.7, 0.3], [0.9, 0.1]], dtype=torch.float64)
     pi = torch.tensor([0.9, 0.3], dtype=torch.float64) / 1.2
@@ -164,7 +161,7 @@ def test_markov_switch_matches_brute_force():
 
 
 def test_markov_switch_references():
-    task = create("markov-switch", p=0.6, q=0.8)
+    task = create_task("markov-switch", p=0.6, q=0.8)
     split = task.make_split("test", 0)
     references = task.references(split.tokens)
     assert bool((references["unigram"] == 0).all()), "pi = (4/7, 3/7): the stationary predictor always says 0"
@@ -172,7 +169,7 @@ def test_markov_switch_references():
 
 
 def test_unigram_reference_is_the_in_context_majority():
-    task = create("icl-markov", states=3, context_length=5)
+    task = create_task("icl-markov", states=3, context_length=5)
     tokens = torch.tensor([[2, 1, 1, 2, 2]])
     assert task.references(tokens)["unigram"].tolist() == [[2, 1, 1, 1, 2]]  # ties to the smaller token
 
@@ -181,7 +178,7 @@ def test_unigram_reference_is_the_in_context_majority():
 def test_generation_is_vectorised(name):
     """100,000 sequences of length 64 (tokens and next tokens) in under a second of this process's CPU time, on
     one thread. A split's annotations (the reference strategies' and Bayes predictions) come on top."""
-    task = create(name, context_length=64)
+    task = create_task(name, context_length=64)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -196,23 +193,23 @@ def test_generation_is_vectorised(name):
 
 
 def test_graphs():
-    icl = create("causal-graph", graph="icl", context_length=8)
+    icl = create_task("causal-graph", graph="icl", context_length=8)
     assert icl.parents.tolist() == [ROOT, 0, ROOT, 2, ROOT, 4, ROOT]  # the 7 positions before the query
-    chain = create("causal-graph", graph="chain", context_length=5)
+    chain = create_task("causal-graph", graph="chain", context_length=5)
     assert chain.parents.tolist() == [ROOT, 0, 1, 2]
-    random = create("causal-graph", graph="random", context_length=41, graph_seed=5)
+    random = create_task("causal-graph", graph="random", context_length=41, graph_seed=5)
     assert bool((random.parents < torch.arange(40)).all()) and bool((random.parents >= ROOT).all())
-    assert torch.equal(random.parents, create("causal-graph", graph="random", context_length=41, graph_seed=5).parents)
-    assert not torch.equal(random.parents, create("causal-graph", graph="random", context_length=41).parents)
+    assert torch.equal(random.parents, create_task("causal-graph", graph="random", context_length=41, graph_seed=5).parents)
+    assert not torch.equal(random.parents, create_task("causal-graph", graph="random", context_length=41).parents)
     # a longer graph from the same seed extends the shorter one (evaluation at a longer context)
-    longer = create("causal-graph", graph="random", context_length=161, graph_seed=5).parents
+    longer = create_task("causal-graph", graph="random", context_length=161, graph_seed=5).parents
     assert torch.equal(longer[:40], random.parents)
 
 
 def test_random_graph_roots_are_as_in_nichani_et_al():
     """single_parent.py: position i's parent is uniform over {root, 0, .., i - 1}, so later positions are roots
     too (with probability 1/(i + 1)), not only position 0."""
-    parents = torch.stack([create("causal-graph", graph="random", context_length=21, graph_seed=seed).parents
+    parents = torch.stack([create_task("causal-graph", graph="random", context_length=21, graph_seed=seed).parents
                            for seed in range(4000)])
     assert bool((parents[:, 0] == ROOT).all())
     for i in (1, 4, 9):

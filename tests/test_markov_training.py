@@ -13,6 +13,7 @@ import torch
 from scipy.stats import fisher_exact
 
 from markov_models import catformer_spec, spec
+from scc_support import one_thread  # noqa: F401 - the fixture
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
 from tokbench_markov.chains import posterior_mean
@@ -23,12 +24,7 @@ NOTEBOOK = {"lr": 3e-3, "steps": 2000, "batch_size": 64, "betas": (0.9, 0.95), "
             "grad_clip": 1.0, "optimizer": "adamw"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def train(task, model, seed=0):

@@ -149,8 +149,9 @@ def test_recurrent_models_are_torch_rnns(walk, tokens):
     gru, lstm = build("gru", walk), build("lstm", walk)
     assert isinstance(gru.rnn, torch.nn.GRU) and isinstance(lstm.rnn, torch.nn.LSTM)
     with torch.no_grad():
-        states, _ = gru.rnn(gru.embedding(tokens))
-        torch.testing.assert_close(gru(tokens).logits, gru.head(states))
+        for model in (gru, lstm):
+            states, _ = model.rnn(model.embedding(tokens))
+            torch.testing.assert_close(model(tokens).logits, model.head(states))
 
 
 def test_mamba_is_mambapys_selective_scan(walk, tokens):

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from tokbench.plugins import registry
+import tokbench_models.gla as gla_module
 from tokbench_models.gla import gla_chunked, gla_fused
 from tokbench_models.kernels import fused_allowed, optional
 from tokbench_models.mamba import SELECTIVE_SCAN
@@ -28,8 +29,10 @@ def require(kernel: tuple[str, str], package: str) -> None:
         pytest.skip(f"{package} is not installed (pip install {package}); the pure-PyTorch path is used")
 
 
-def on_both_devices(name: str, **params) -> tuple[torch.Tensor, torch.Tensor]:
-    """The model's logits and the gradient of a loss on its embedding, on the CPU (pure PyTorch) and the GPU."""
+def on_both_devices(name: str, **params) -> tuple[tuple[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor],
+                                                   torch.nn.Module]:
+    """The model's logits and the gradient of a loss on its embedding, on the CPU (pure PyTorch) and the GPU, and
+    the model."""
     task = registry().task("mqar").create({"vocab_size": 64, "num_kv_pairs": 8, "num_queries": 8,
                                            "context_length": 128, "train_size": 16})
     tokens = task.make_split("train", 0).tokens
@@ -42,7 +45,7 @@ def on_both_devices(name: str, **params) -> tuple[torch.Tensor, torch.Tensor]:
         logits = model(tokens.to(device)).logits
         logits.square().mean().backward()
         results.append((logits.detach().cpu(), model.embedding.weight.grad.cpu()))
-    return results[0], results[1]
+    return results[0], results[1], model
 
 
 def test_fused_kernels_are_used_only_on_a_gpu_and_outside_torch_func():
@@ -75,8 +78,12 @@ def test_gla_kernel_equals_the_chunkwise_form():
     ("gla", ("fla.ops.gla", "chunk_gla"), "flash-linear-attention"),
     ("mamba", SELECTIVE_SCAN, "mamba-ssm"),
 ])
-def test_a_model_on_the_gpu_computes_what_it_computes_on_the_cpu(name, kernel, package):
+def test_a_model_on_the_gpu_computes_what_it_computes_on_the_cpu(name, kernel, package, monkeypatch):
     require(kernel, package)
-    (cpu_logits, cpu_grad), (gpu_logits, gpu_grad) = on_both_devices(name, d=64)
+    calls = []  # gla's forward looks the kernel up in its module: a spy there sees whether it ran
+    monkeypatch.setattr(gla_module, "gla_fused", lambda *args: calls.append(args) or gla_fused(*args))
+    (cpu_logits, cpu_grad), (gpu_logits, gpu_grad), model = on_both_devices(name, d=64)
+    ran = bool(calls) if name == "gla" else model.backbone.config.use_cuda  # mambapy's switch to mamba-ssm's scan
+    assert ran, f"{name}: the fused kernel did not run on the GPU, so the comparison would be of PyTorch with itself"
     torch.testing.assert_close(gpu_logits, cpu_logits, **TOLERANCE)
     torch.testing.assert_close(gpu_grad, cpu_grad, atol=1e-4, rtol=2e-2)

@@ -10,7 +10,7 @@ import pytest
 
 from tokbench.api import run
 from tokbench.errors import UsageError
-from tokbench.grid import implied_suite
+from tokbench.grid import expand, implied_suite, parse_settings
 from tokbench.plugins import registry
 
 TINY = ["train_size=64", "val_size=32", "test_size=64"]
@@ -39,6 +39,10 @@ def test_set_takes_several_assignments_like_task(cli, tmp_path):
     result = cli("run", "--task", "random-walk", "--model", "attn-rope", "--seeds", "1", "--dry-run",
                  "--set", "p=0.7", "train.steps=5", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
+    reg = registry()  # what that run plans: both assignments applied
+    (pairing,) = expand(implied_suite(reg, ["random-walk"], ["attn-rope"])[0], reg, ["random-walk"], ["attn-rope"], 1,
+                        parse_settings(["p=0.7", "train.steps=5"]))
+    assert pairing.variant.task_params["p"] == 0.7 and pairing.variant.recipe.steps == 5
     shown = cli("show", "task", "random-walk", "--set", "p=0.7", "K=4", "--json")
     assert json.loads(shown.stdout)["resolved"] | {"p": 0.7, "K": 4} == json.loads(shown.stdout)["resolved"]
 

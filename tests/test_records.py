@@ -1,6 +1,7 @@
 """Run records: identity and config hash, atomic writes, validation, and loading with problems reported by path."""
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -46,6 +47,10 @@ def test_config_hash_is_sha256_of_the_canonical_identity():
     record = ok_record()
     reordered = {k: record[k] for k in reversed(list(record))}
     assert config_hash(record) == config_hash(reordered) == record["config_hash"]
+    # as docs/run-records.md states it: sha256 of the identity's JSON, keys sorted, no spaces; 16 hex characters
+    identity = {key: record[key] for key in ("task", "task_version", "model", "model_version", "params", "seed")}
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    assert record["config_hash"] == hashlib.sha256(text.encode()).hexdigest()[:16]
     assert len(record["config_hash"]) == 16 and int(record["config_hash"], 16) >= 0
     assert pairing(seed=1).config_hash != pairing().config_hash != pairing(p=0.6).config_hash
 

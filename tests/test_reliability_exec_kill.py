@@ -223,11 +223,10 @@ def read_only_folder(tmp_path):
 
 
 def test_a_read_only_out_folder_fails_before_any_training(tmp_path, read_only_folder, cli):
-    started = time.monotonic()
     done = cli("run", "--suite", str(write_suite(tmp_path)), "--out", str(read_only_folder), "-q", timeout=60)
-    assert done.returncode == 3 and done.stderr.count("\n") == 1 and not done.stdout
+    assert done.returncode == 3 and done.stderr.count("\n") == 1
+    assert not done.stdout  # nothing trained: -q prints a line for every pairing that ran
     assert f"{read_only_folder}: cannot write records there:" in done.stderr
-    assert time.monotonic() - started < 30  # no worker started
 
 
 def test_a_full_disk_after_training_is_one_line_exit_3_and_loses_nothing_written(tmp_path, cli):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from leaderboard_synth import record, seeds, write
+from leaderboard_synth import publish, record, seeds, write
 from run_support import TINY_SUITE, TINY_TASK, interruptible, record_files, wait_until, workers_of, write_suite
 from tokbench.cli import main
 from tokbench.grid import expand, parse_settings
@@ -174,25 +174,20 @@ def test_ctrl_c_stops_verify_with_130_and_a_summary(verified, tmp_path):
     assert "Traceback" not in stderr
 
 
-
 # ---- 9 and 10: publishing that prunes only its own files; tampered and duplicated records ---------------------
-
-def _publish(*argv: str) -> int:
-    return main(["leaderboard", *argv, "--format", "all"])
-
 
 def test_prune_removes_only_what_an_earlier_publish_wrote(tmp_path):
     source = write(tmp_path / "runs", seeds(3, [0.5, 0.6, 0.7]))
     earlier = write(tmp_path / "earlier", [*seeds(3, [0.5, 0.6, 0.7]), record(seed=9, model="old"),
                                            record(seed=8, model="upgraded")])
     out = tmp_path / "board"
-    assert _publish("--records", str(earlier), "--out", str(out)) == 0
+    assert publish("--records", str(earlier), "--out", str(out)) == 0
     foreign = [out / "plots" / "my_figure.png", out / "records" / "config.json", out / "notes.txt"]
     for path in foreign:
         path.write_text("mine")
     [upgraded] = (out / "records").glob("*__upgraded__*")  # since rewritten by a newer tokbench
     upgraded.write_text(json.dumps({**json.loads(upgraded.read_text()), "schema_version": 99}))
-    assert _publish("--records", str(source), "--out", str(out), "--prune") == 0
+    assert publish("--records", str(source), "--out", str(out), "--prune") == 0
     assert all(path.read_text() == "mine" for path in foreign)  # files tokbench did not write stay
     assert not list((out / "records").glob("*__old__*")) and upgraded.exists()
     assert len(list((out / "records").glob("*.json"))) == 5  # the 3 published, the newer one, config.json
@@ -202,18 +197,18 @@ def test_a_hand_written_readme_is_not_overwritten(tmp_path, capsys):
     source, out = write(tmp_path / "runs", seeds(3, [0.5, 0.6, 0.7])), tmp_path / "board"
     out.mkdir()
     (out / "README.md").write_text("# My notes\n")
-    assert _publish("--records", str(source), "--out", str(out)) == 2
+    assert publish("--records", str(source), "--out", str(out)) == 2
     assert (out / "README.md").read_text() == "# My notes\n" and not (out / "leaderboard.json").exists()
     assert capsys.readouterr().err.count("\n") == 1
     (out / "README.md").unlink()
-    assert _publish("--records", str(source), "--out", str(out)) == 0
-    assert _publish("--records", str(source), "--out", str(out)) == 0  # its own README is rewritten
+    assert publish("--records", str(source), "--out", str(out)) == 0
+    assert publish("--records", str(source), "--out", str(out)) == 0  # its own README is rewritten
 
 
 @pytest.mark.parametrize("inside", ["", "sub"])
 def test_out_in_the_records_folder_is_refused_in_one_line(tmp_path, capsys, inside):
     source = write(tmp_path / "runs", seeds(3, [0.5, 0.6, 0.7]))
-    assert _publish("--records", str(source), "--out", str(source / inside)) == 2
+    assert publish("--records", str(source), "--out", str(source / inside)) == 2
     assert capsys.readouterr().err.count("\n") == 1 and not (source / inside / "leaderboard.json").exists()
 
 
@@ -240,7 +235,7 @@ def test_one_pairing_in_two_files_is_an_error_naming_both(tmp_path, capsys):
 
 def test_verify_integrity_checks_the_published_manifest_without_training(tmp_path, capsys):
     source, out = write(tmp_path / "runs", seeds(3, [0.5, 0.6, 0.7])), tmp_path / "board"
-    assert _publish("--records", str(source), "--out", str(out)) == 0
+    assert publish("--records", str(source), "--out", str(out)) == 0
     capsys.readouterr()
     assert main(["verify", str(out / "records"), "--integrity"]) == 0
     assert "3 records valid" in capsys.readouterr().out

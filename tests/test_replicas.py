@@ -56,10 +56,10 @@ def together_and_alone(case: str, stacking: str):
 def test_replicas_one_after_another_are_bit_identical_to_training_alone(case):
     together, alone = together_and_alone(case, "sequential")
     assert {r.stacking for r in together} == {"sequential"}
-    for replica, (model, single, steps) in zip(together, alone):
+    for replica, (model, single, steps) in zip(together, alone, strict=True):
         assert (replica.steps_taken, replica.stopped_because) == (steps, single.stopped_because)
         assert replica.curve == single.curve and replica.budget_curve == single.budget_curve
-        assert all(torch.equal(a, b) for a, b in zip(replica.model.parameters(), model.parameters()))
+        assert all(torch.equal(a, b) for a, b in zip(replica.model.parameters(), model.parameters(), strict=True))
     if case == "fixed":  # the stack really had replicas stop early while others went on
         assert {r.stopped_because for r in together} == {"target", "cap"}
         assert len({r.steps_taken for r in together}) > 1
@@ -69,7 +69,7 @@ def test_replicas_one_after_another_are_bit_identical_to_training_alone(case):
 def test_vmapped_replicas_equal_training_alone_within_tolerance(case):
     together, alone = together_and_alone(case, "vmap")
     assert {r.stacking for r in together} == {"vmap"} and {r.replicas for r in together} == {len(together)}
-    for replica, (model, single, steps) in zip(together, alone):
+    for replica, (model, single, steps) in zip(together, alone, strict=True):
         assert (replica.steps_taken, replica.stopped_because) == (steps, single.stopped_because)
         assert replica.curve["step"] == single.curve["step"]
         assert replica.curve["loss"] == pytest.approx(single.curve["loss"], rel=LOSS_TOLERANCE, abs=LOSS_TOLERANCE)
@@ -144,6 +144,6 @@ def test_a_vmapped_stack_that_runs_out_of_device_memory_goes_on_one_replica_afte
     monkeypatch.setattr(replicas, "_probe", lambda *args: True)
     together, alone = together_and_alone("fresh", "vmap")
     assert {r.stacking for r in together} == {"vmap, then sequential (out of device memory)"}
-    for replica, (model, single, steps) in zip(together, alone):  # every step went one by one: bit for bit
+    for replica, (model, single, steps) in zip(together, alone, strict=True):  # every step went one by one: bit for bit
         assert replica.curve == single.curve and replica.steps_taken == steps
-        assert all(torch.equal(a, b) for a, b in zip(replica.model.parameters(), model.parameters()))
+        assert all(torch.equal(a, b) for a, b in zip(replica.model.parameters(), model.parameters(), strict=True))

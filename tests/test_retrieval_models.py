@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokbench.harness import run_pairing
-from tokbench.plugins import registry
+from test_retrieval_training import train
 
 # 2 pairs over 32 tokens: a model that cannot bind a value to its key can still name one of the two
 # values in the context, which is right half of the time.
@@ -18,12 +17,6 @@ COPY = {"vocab_size": 8, "context_length": 16, "num_tokens_to_copy": 3,
         "train_size": 2000, "val_size": 200, "test_size": 1000}
 POINTER = {"vocab_size": 8, "q": 1, "train_size": 2000, "val_size": 200, "test_size": 1000}
 SHORT = {"steps": 600, "lr": 3e-3, "warmup_steps": 20}  # the AdamW + cosine recipe of the decoders, shortened
-
-
-def train(task_name: str, task_params: dict, model_name: str, recipe: dict | None = None):
-    task = registry().task(task_name).create(task_params)
-    spec = registry().model(model_name)
-    return run_pairing(task, spec, spec.resolve(), spec.recipe.override(recipe or {}), seed=0, accelerator="cpu")
 
 
 @pytest.mark.slow

@@ -13,17 +13,13 @@ import pytest
 import torch
 from scipy.stats import binomtest, chisquare
 
+from small_tasks import create_task
 from tokbench.errors import ParamError
-from tokbench.plugins import registry
 from tokbench.task import IGNORE
 
 # (tokens, label) of a task scored at the last position, or (tokens, labels) of one scored at many
 Outcome = tuple[tuple[int, ...], "int | tuple[int, ...]"]
 TASKS = ["mqar", "selective-copy", "sparse-selection", "majority", "lag-walk"]
-
-
-def make(name: str, **params):
-    return registry().task(name).create(params)
 
 
 # --- brute-force enumeration of each generative process, written independently of the generators ---
@@ -137,7 +133,7 @@ TINY = [
 
 @pytest.mark.parametrize("name, params, enumerate_law", TINY, ids=[f"{n}-{i}" for i, (n, *_) in enumerate(TINY)])
 def test_tiny_instances_match_brute_force(name, params, enumerate_law):
-    task = make(name, **params)
+    task = create_task(name, **params)
     outcomes: dict[Outcome, Fraction] = defaultdict(Fraction)
     for outcome, weight in enumerate_law():
         if weight:
@@ -154,7 +150,7 @@ def test_tiny_instances_match_brute_force(name, params, enumerate_law):
 
 @pytest.mark.parametrize("name", TASKS)
 def test_bayes_predictor_reaches_the_optimum_at_the_default_size(name):
-    task = make(name)
+    task = create_task(name)
     n = 50_000
     split = task.generate(n, torch.Generator().manual_seed(11))
     prediction = task.bayes_predict(split.tokens)
@@ -168,7 +164,7 @@ def test_bayes_predictor_reaches_the_optimum_at_the_default_size(name):
 
 @pytest.mark.parametrize("name", ["mqar", "selective-copy", "sparse-selection", "majority"])
 def test_bayes_log_probs_are_the_bayes_predictor_and_its_loss(name):
-    task = make(name)
+    task = create_task(name)
     split = task.generate(20_000, torch.Generator().manual_seed(3))
     log_probs = task.bayes_log_probs(split.tokens)
     assert torch.allclose(log_probs.exp().sum(-1), torch.ones(()))
@@ -187,7 +183,7 @@ def test_bayes_log_probs_are_the_bayes_predictor_and_its_loss(name):
 @pytest.mark.parametrize("name", TASKS)
 def test_100k_sequences_in_under_a_second_at_the_default_size(name):
     """Of this process's CPU time on one thread (the machine is shared, so not wall-clock time), the best of three."""
-    task = make(name)
+    task = create_task(name)
     best = math.inf
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -203,12 +199,12 @@ def test_100k_sequences_in_under_a_second_at_the_default_size(name):
 
 def test_majority_optimum_by_hand():
     """V = 2, T = 2: half the sequences are a tie of two tokens, so E[1/m] = 1/2 + 1/2 * 1/2."""
-    assert make("majority", vocab_size=2, context_length=2).bayes_accuracy() == pytest.approx(0.75)
-    assert make("majority", vocab_size=2, context_length=7).bayes_accuracy() == pytest.approx(1.0)
+    assert create_task("majority", vocab_size=2, context_length=2).bayes_accuracy() == pytest.approx(0.75)
+    assert create_task("majority", vocab_size=2, context_length=7).bayes_accuracy() == pytest.approx(1.0)
 
 
 def test_lag_walk_parent_is_k_back_and_the_last_token_is_independent():
-    task = make("lag-walk", k=3, K=7, p=0.8, test_size=4000)
+    task = create_task("lag-walk", k=3, K=7, p=0.8, test_size=4000)
     split = task.make_split("test", 0)
     steps = (split.labels - split.tokens[:, -3]).remainder(7)
     assert set(steps.unique().tolist()) <= {1, 6}
@@ -220,14 +216,14 @@ def test_lag_walk_parent_is_k_back_and_the_last_token_is_independent():
 
 
 def test_lag_walk_with_k_1_is_the_random_walk():
-    lag = make("lag-walk", k=1, context_length=96, p=0.3, train_size=500)
-    walk = make("random-walk", context_length=96, p=0.3, train_size=500)
+    lag = create_task("lag-walk", k=1, context_length=96, p=0.3, train_size=500)
+    walk = create_task("random-walk", context_length=96, p=0.3, train_size=500)
     a, b = lag.make_split("train", 5), walk.make_split("train", 5)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.labels, b.labels)
 
 
 def test_sparse_selection_target_is_one_over_q_on_the_named_positions():
-    task = make("sparse-selection", vocab_size=5, num_tokens=10, q=3)
+    task = create_task("sparse-selection", vocab_size=5, num_tokens=10, q=3)
     split = task.make_split("test", 0)
     target = split.attention_targets["selected_attention"]
     assert target.kind == "distribution"
@@ -239,7 +235,7 @@ def test_sparse_selection_target_is_one_over_q_on_the_named_positions():
 def test_sparse_selection_labels_a_selected_token_each_equally_often():
     """qSA's target is the average of the selected tokens: the label is one of them (never their sum mod V),
     each of the q named positions with probability 1/q."""
-    task = make("sparse-selection", vocab_size=16, num_tokens=12, q=4)
+    task = create_task("sparse-selection", vocab_size=16, num_tokens=12, q=4)
     split = task.generate(40_000, torch.Generator().manual_seed(2))
     named = split.tokens.gather(1, split.tokens[:, 12:] - 16)  # the q selected data tokens
     hits = named == split.labels[:, None]
@@ -253,7 +249,7 @@ def test_sparse_selection_labels_a_selected_token_each_equally_often():
 def test_sparse_selection_one_selection_falls_short_of_averaging(V, q):
     """The pointer reference (the token the last input names) reaches (1 + (q - 1)/V)/q, the averaging Bayes
     predictor E[max count]/q: equal for q <= 2, apart from q = 3 on."""
-    task = make("sparse-selection", vocab_size=V, num_tokens=12, q=q)
+    task = create_task("sparse-selection", vocab_size=V, num_tokens=12, q=q)
     n = 40_000
     split = task.generate(n, torch.Generator().manual_seed(4))
     hits = int((split.references["pointer"] == split.labels).sum())
@@ -265,7 +261,7 @@ def test_sparse_selection_one_selection_falls_short_of_averaging(V, q):
 def test_mqar_default_has_filler_and_a_varied_query_gap():
     """Zoology's smallest setting, T = 16N: most slots are filler, so the power law places the queries and the
     gap between a key and its query varies (with T = 4N every slot holds a query and the gap is fixed)."""
-    task = make("mqar")
+    task = create_task("mqar")
     N, Q = task.params["num_kv_pairs"], task.params["num_queries"]
     assert task.context_length >= 16 * N and task.vocab_size >= 256 and task.query_slots >= 4 * Q
     split = task.generate(5000, torch.Generator().manual_seed(0))
@@ -276,7 +272,7 @@ def test_mqar_default_has_filler_and_a_varied_query_gap():
 
 
 def test_mqar_queries_ask_for_values_written_in_the_prefix():
-    task = make("mqar", vocab_size=64, context_length=40, num_kv_pairs=6, num_queries=4)
+    task = create_task("mqar", vocab_size=64, context_length=40, num_kv_pairs=6, num_queries=4)
     split = task.make_split("test", 0)
     scored = split.labels != IGNORE
     assert bool(scored[:, :12].any() == False) and bool((scored.sum(1) == 4).all())  # noqa: E712
@@ -293,14 +289,14 @@ def test_mqar_queries_ask_for_values_written_in_the_prefix():
 
 
 def test_mqar_power_law_favours_early_query_slots():
-    early = make("mqar", num_queries=1, power_a=0.01).make_split("test", 0)
-    uniform = make("mqar", num_queries=1, power_a=1.0).make_split("test", 0)
+    early = create_task("mqar", num_queries=1, power_a=0.01).make_split("test", 0)
+    uniform = create_task("mqar", num_queries=1, power_a=1.0).make_split("test", 0)
     first = lambda split: (split.labels != IGNORE).float().argmax(1).double().mean().item()  # noqa: E731
     assert first(early) < first(uniform) - 2
 
 
 def test_selective_copy_outputs_the_data_tokens_in_order():
-    task = make("selective-copy", vocab_size=10, context_length=30, num_tokens_to_copy=5)
+    task = create_task("selective-copy", vocab_size=10, context_length=30, num_tokens_to_copy=5)
     split = task.make_split("test", 0)
     head = split.tokens[:, :24]
     data = head[head < 8].view(len(split), 5)
@@ -320,4 +316,4 @@ def test_selective_copy_outputs_the_data_tokens_in_order():
 ])
 def test_inconsistent_parameters_are_refused(name, params):
     with pytest.raises(ParamError):
-        make(name, **params)
+        create_task(name, **params)

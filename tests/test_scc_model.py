@@ -68,6 +68,7 @@ def _pair(task_name, task_params, model_name, steps):
 @pytest.mark.usefixtures("one_thread")
 def test_layer_of_a_on_the_scc_tasks(task_name, params):
     result = _pair(task_name, params, "attn-paper-a", 10)
+    assert result.train["steps"] == 10 and len(result.curve["loss"]) == 10
     assert math.isfinite(result.train["final_loss"])
     assert 0 <= result.metrics["top_scc_attention"] <= 1
     assert "svm_correlation" not in result.metrics  # [A]'s layer is not bilinear in token embeddings

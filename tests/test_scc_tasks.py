@@ -62,9 +62,9 @@ def test_samples_follow_the_automaton():
 
 def test_generation_is_fast():
     task = automaton_task()
-    start = time.perf_counter()
+    start = time.process_time()  # this process's CPU time, not the machine's load
     split = task.generate(100_000, torch.Generator().manual_seed(0))
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert split.tokens.shape == (100_000, task.context_length)
 
 

@@ -24,7 +24,9 @@ def test_every_model_counts_its_trainable_parameters_once(chain, name):
         model = build_model(name, chain)
     except NotApplicable:
         pytest.skip(f"{name} does not apply to markov-switch")
-    unique = {id(p): p.numel() for p in model.parameters() if p.requires_grad}
+    # every registration of a tensor, shared ones repeated, folded by storage: not model.parameters()'s own de-duplication
+    unique = {(p.data_ptr(), p.shape): p.numel()
+              for _, p in model.named_parameters(remove_duplicate=False) if p.requires_grad}
     size = model.size()
     assert size["parameters"] == sum(unique.values())
     assert size["state"] is None or (isinstance(size["state"], int) and size["state"] > 0)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from test_suites import grid
 from tokbench.errors import ParamError, UsageError
 from tokbench.grid import Pairing, Rung, expand, parse_settings
 from tokbench.harness import PairingResult
@@ -34,10 +35,6 @@ models = ["attn-nope", "attn-paper-a", "attn-paper-b", "gru", "transformer", "un
 """
 PROVENANCE = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
               "device": "cpu"}
-
-
-def grid(text: str, **kwargs) -> list[Pairing]:
-    return expand(parse_suite(text, "s.toml", "s"), registry(), **kwargs)
 
 
 def line_of(text: str, fragment: str) -> int:

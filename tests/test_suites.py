@@ -5,7 +5,7 @@ import pytest
 
 from run_support import write_suite
 from tokbench.errors import ParamError, UnknownNameError, UsageError
-from tokbench.grid import expand, parse_settings, parse_shard, shard
+from tokbench.grid import Pairing, expand, parse_settings, parse_shard, shard
 from tokbench.plugins import registry
 from tokbench.suites import SuiteError, builtin_suites, key_lines, load_suite, parse_suite
 
@@ -16,7 +16,8 @@ models = ["attn-paper-a", "attn-nope"]
 """
 
 
-def grid(text: str, **kwargs):
+def grid(text: str, **kwargs) -> list[Pairing]:
+    """The pairings of a suite given as TOML text."""
     return expand(parse_suite(text, "s.toml", "s"), registry(), **kwargs)
 
 

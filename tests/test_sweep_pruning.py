@@ -14,12 +14,9 @@ from tokbench.harness import SeedData, run_pairing, train_replicas
 from tokbench.plugins import registry
 from tokbench.specs import Recipe
 
+from small_tasks import small_mqar
+
 RATES = "0.0003,0.003,0.03"
-
-
-def small_mqar():
-    return registry().task("mqar").create({"vocab_size": 32, "context_length": 16, "num_kv_pairs": 2,
-                                           "num_queries": 2, "train_size": 128, "val_size": 64, "test_size": 64})
 
 
 def recipe(**given):

@@ -10,13 +10,10 @@ import pytest
 import torch
 from scipy.stats import binomtest, chisquare
 
+from small_tasks import create_task
 from tokbench.errors import NotApplicable
 from tokbench.plugins import registry
 from tokbench.task import IGNORE
-
-
-def make(name: str, **params):
-    return registry().task(name).create(params)
 
 
 ZOOLOGY = [dict(vocab_size=8192, context_length=256, num_kv_pairs=16, num_queries=16),
@@ -27,7 +24,7 @@ ZOOLOGY = [dict(vocab_size=8192, context_length=256, num_kv_pairs=16, num_querie
 def test_mqar_at_zoology_sizes_draws_its_law(params):
     """Keys distinct in [1, V/2), values distinct in [V/2, V), every key queried once at an even offset after the
     pairs and answered by its value; the training draw is the same sequences without the (n, T, T) mask."""
-    task = make("mqar", **params)
+    task = create_task("mqar", **params)
     V, T, N = params["vocab_size"], params["context_length"], params["num_kv_pairs"]
     split = task.generate(64, torch.Generator().manual_seed(0))
     keys, values = split.tokens[:, 0 : 2 * N : 2], split.tokens[:, 1 : 2 * N : 2]
@@ -47,7 +44,7 @@ def test_mqar_at_zoology_sizes_draws_its_law(params):
 
 def test_mqar_first_query_slot_follows_zoologys_power_law_at_t256():
     """Zoology draws the first query slot g with probability proportional to (g+1)^(a-1), a = 0.01 (112 slots)."""
-    task = make("mqar", vocab_size=8192, context_length=256, num_kv_pairs=16, num_queries=1)
+    task = create_task("mqar", vocab_size=8192, context_length=256, num_kv_pairs=16, num_queries=1)
     n = 20_000
     split = task.training_batch(n, torch.Generator().manual_seed(1))
     slot = ((split.labels != IGNORE).float().argmax(1) - 32) // 2
@@ -62,7 +59,7 @@ def test_mqar_first_query_slot_follows_zoologys_power_law_at_t256():
 def test_selective_copy_at_t256_places_the_data_uniformly_and_copies_them_in_order():
     """Mamba's and MAD's setting grown to T = 256, 16 data tokens: every position before the copy token holds a
     data token with probability 16/239, and the labels are the data tokens in order."""
-    task = make("selective-copy", vocab_size=16, context_length=256, num_tokens_to_copy=16)
+    task = create_task("selective-copy", vocab_size=16, context_length=256, num_tokens_to_copy=16)
     n = 10_000
     split = task.training_batch(n, torch.Generator().manual_seed(2))
     region = task.region
@@ -97,7 +94,7 @@ def _best_cpu_seconds(draw) -> float:
 def test_a_fresh_draw_at_the_largest_settings_costs_far_less_than_its_steps(name, params):
     """One fresh draw (10 steps of batch 64) in under 0.5 s of CPU time (measured: 23 ms for mqar at T = 512,
     N = 64, V = 8192), against seconds per step for the models at these lengths."""
-    task = make(name, **params)
+    task = create_task(name, **params)
     assert _best_cpu_seconds(lambda generator: task.training_batch(640, generator)) < 0.5
 
 
@@ -105,10 +102,10 @@ def test_a_fresh_draw_at_the_largest_settings_costs_far_less_than_its_steps(name
 def test_sparse_selection_with_many_tokens_separates_averaging_from_counting_the_context(num_tokens):
     """N much larger than q (V = 4, q = 8): the optimum does not depend on N, while naming the most frequent token
     of the whole context (no selection) falls from 0.384 at N = 16 to below one selection (the pointer, 0.344)."""
-    task = make("sparse-selection", vocab_size=4, num_tokens=num_tokens, q=8)
+    task = create_task("sparse-selection", vocab_size=4, num_tokens=num_tokens, q=8)
     n = 20_000
     split = task.training_batch(n, torch.Generator().manual_seed(3))
-    assert task.bayes_accuracy() == pytest.approx(make("sparse-selection", vocab_size=4, num_tokens=16,
+    assert task.bayes_accuracy() == pytest.approx(create_task("sparse-selection", vocab_size=4, num_tokens=16,
                                                        q=8).bayes_accuracy(), abs=1e-12)
     hits = int((task.bayes_predict(split.tokens) == split.labels).sum())
     assert binomtest(hits, n, task.bayes_accuracy()).pvalue > 1e-4
@@ -122,8 +119,8 @@ def test_the_flattened_mlp_is_not_applicable_beyond_its_declared_context():
     """Selective copying at T = 256: the position-wise MLP declares a maximum context of 128 (it shares no weight
     across positions), so the pairing is n/a with that reason, where at T = 128 it is built."""
     spec = registry().model("mlp")
-    long = make("selective-copy", vocab_size=16, context_length=256, num_tokens_to_copy=16)
+    long = create_task("selective-copy", vocab_size=16, context_length=256, num_tokens_to_copy=16)
     with pytest.raises(NotApplicable, match="declared maximum"):
         spec.build(spec.resolve(), long)
-    short = make("selective-copy", vocab_size=16, context_length=128, num_tokens_to_copy=16)
+    short = create_task("selective-copy", vocab_size=16, context_length=128, num_tokens_to_copy=16)
     assert spec.build(spec.resolve(), short).context_length == 128

@@ -6,12 +6,8 @@ import math
 import pytest
 import torch
 
-from tokbench.plugins import registry
+from small_tasks import create_task
 from tokbench_walks.walks import sample_walks, transition_matrix
-
-
-def make(name: str, **params):
-    return registry().task(name).create(params)
 
 
 def test_walk_steps_are_plus_or_minus_one_with_probability_p():
@@ -25,7 +21,7 @@ def test_walk_steps_are_plus_or_minus_one_with_probability_p():
 
 
 def test_split_shapes_labels_and_parent_annotation():
-    task = make("random-walk", p=0.3, train_size=50)
+    task = create_task("random-walk", p=0.3, train_size=50)
     split = task.make_split("train", seed=1)
     assert split.tokens.shape == (50, 96) and split.labels.shape == (50,)
     assert split.tokens.dtype == split.labels.dtype == torch.int64
@@ -35,7 +31,7 @@ def test_split_shapes_labels_and_parent_annotation():
 
 
 def test_splits_have_separate_seeds_and_are_reproducible():
-    task = make("random-walk")
+    task = create_task("random-walk")
     train, test = task.make_split("train", 0), task.make_split("test", 0)
     assert not torch.equal(train.tokens, test.tokens)
     assert torch.equal(train.tokens, task.make_split("train", 0).tokens)
@@ -44,7 +40,7 @@ def test_splits_have_separate_seeds_and_are_reproducible():
 
 @pytest.mark.parametrize("p", [0.0, 0.2, 0.5, 0.8, 1.0])
 def test_bayes_predictor_reaches_max_p_one_minus_p(p):
-    task = make("random-walk", p=p, K=5, context_length=8, test_size=20000)
+    task = create_task("random-walk", p=p, K=5, context_length=8, test_size=20000)
     split = task.make_split("test", 3)
     accuracy = (task.bayes_predict(split.tokens) == split.labels).double().mean().item()
     optimum = task.bayes_accuracy()
@@ -59,7 +55,7 @@ def test_transition_matrix_rows_are_distributions():
 
 
 def test_deterministic_walk_visits_every_node_r_times():
-    task = make("deterministic-walk", K=6, laps=16)
+    task = create_task("deterministic-walk", K=6, laps=16)
     assert task.context_length == 96 and task.bayes_accuracy() == 1.0
     split = task.make_split("test", 0)
     counts = torch.nn.functional.one_hot(split.tokens, 6).sum(1)

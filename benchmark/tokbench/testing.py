@@ -274,7 +274,8 @@ def bayes_samples(task_name: str) -> list[tuple[str, Task, Split]]:
         try:
             task = hosted_task(spec, {**small_params(spec), **given})
             samples.append((f" at {given}", task, task.make_split("test", 0)))
-        except UsageError:
+        except UsageError as exc:
+            _refused(spec, given, exc)
             continue  # ruled out by the task's validate(), or no data can be drawn (said in one line)
     return samples
 
@@ -379,7 +380,8 @@ class TaskConformance(_Conformance):
             try:
                 task = hosted_task(spec, {**small_params(spec), **given})
                 split = task.make_split("test", 0)
-            except UsageError:
+            except UsageError as exc:
+                _refused(spec, given, exc)
                 continue  # ruled out by the task's validate(), or no data can be drawn (said in one line)
             check_split(task, split, task.split_size("test"), f"test split at {given}")
 
@@ -442,10 +444,6 @@ class ModelConformance(_Conformance):
         check_param_validation(registry().model(model_name))
 
     def test_forward_on_every_task(self, model_name: str, task_name: str) -> None:
-        import torch
-
-        from tokbench.harness import predict
-
         model, train = build(model_name, task_name)
         check_forward(model, small_task(task_name), train, registry().model(model_name).predicts)
 
@@ -459,8 +457,11 @@ class ModelConformance(_Conformance):
             torch.manual_seed(0)
             try:
                 model = hosted_model(spec, spec.resolve(given), task)
-            except (ParamError, NotApplicable):
+            except ParamError as exc:
+                _refused(spec, given, exc)
                 continue  # a combination the model rules out for this task, e.g. d not a multiple of heads
+            except NotApplicable:
+                continue  # a setting this task cannot take, e.g. a context longer than the model's table
             check_forward(model, task, tokens, spec.predicts, f" at {given}")
 
     def test_one_training_step_on_every_task(self, model_name: str, task_name: str) -> None:
@@ -509,6 +510,13 @@ def declared_settings(spec: TaskSpec | ModelSpec) -> list[dict[str, Any]]:
             if value != p.default:
                 settings.append({p.name: value})
     return settings + [dict(example) for example in spec.examples]
+
+
+def _refused(spec: TaskSpec | ModelSpec, given: dict[str, Any], error: Exception) -> None:
+    """A declared setting the spec refuses: fine for a range end or choice on its own (another parameter's default
+    may rule it out), a failure for one of the spec's own ``examples``, which it declares valid."""
+    if given in [dict(example) for example in spec.examples]:
+        raise AssertionError(f"{spec.name} refuses its own example {given}: {error}") from error
 
 
 def check_split(task: Task, split: Split, n: int, where: str) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from run_support import write_suite
+from test_records import PROVENANCE
 from tokbench import adaptive
 from tokbench.cli import main
 from tokbench.errors import UsageError
@@ -35,10 +36,6 @@ test_size = {test_size}
 
 def _grid(test_size: int = 1000):
     return expand(parse_suite(SUITE.format(test_size=test_size), "s.toml", "s"), registry())
-
-
-PROVENANCE = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
-              "device": "cpu"}
 
 
 def _records(pairings, accuracy):

@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 
+from models_support import build_model
 from tokbench.harness import run_pairing
 from tokbench.plugins import registry
 from tokbench_attention.paper_a import dense_forward
@@ -24,12 +25,6 @@ STANDARD = [name for name in ATTENTION if name not in ("attn-paper-a", "attn-pap
 def chain():
     """A task scored at every position: one binary Markov chain (markov-switch), short sequences."""
     return registry().task("markov-switch").create({"context_length": 10, "train_size": 12})
-
-
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task)
 
 
 def prefix_predictions(model, tokens: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -53,7 +48,7 @@ def test_every_attention_layer_predicts_every_position():
 @pytest.mark.parametrize("name", STANDARD)
 @pytest.mark.parametrize("params", [{}, {"heads": 2, "query": "slot"}, {"init": "gaussian", "init_sigma": 0.5}])
 def test_each_position_is_the_single_query_layer_on_its_prefix(chain, name, params):
-    model = build(name, chain, **params)
+    model = build_model(name, chain, **params)
     tokens = chain.make_split("train", 0).tokens
     n, T = tokens.shape
     out = model(tokens, need_attention=True)
@@ -69,7 +64,7 @@ def test_each_position_is_the_single_query_layer_on_its_prefix(chain, name, para
 
 
 def test_paper_a_at_every_position_is_the_literal_formula_on_every_prefix(chain):
-    model = build("attn-paper-a", chain, position_dim=16, init="gaussian", init_sigma=0.3)
+    model = build_model("attn-paper-a", chain, position_dim=16, init="gaussian", init_sigma=0.3)
     tokens = chain.make_split("train", 0).tokens
     out, dense = model(tokens), dense_forward(model, tokens)
     assert out.logits.shape == (len(tokens), 10, 2) and out.attention.shape == (len(tokens), 1, 1, 10, 11)
@@ -80,7 +75,7 @@ def test_paper_a_at_every_position_is_the_literal_formula_on_every_prefix(chain)
 
 
 def test_paper_b_at_every_position_is_its_layer_on_every_prefix(chain):
-    model = build("attn-paper-b", chain)
+    model = build_model("attn-paper-b", chain)
     tokens = chain.make_split("train", 0).tokens
     out = model(tokens)
     assert out.attention.shape == (len(tokens), 1, 1, 10, 10)

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from models_support import build_model
 from tokbench.errors import ParamError
 from tokbench.plugins import registry
 from tokbench_attention.positional import PositionalEncoding
@@ -18,12 +19,6 @@ FAMILY = ("attn-nope", "attn-sinusoidal", "attn-learned", "attn-rope", "attn-ali
 @pytest.fixture(scope="module")
 def walk():
     return registry().task("random-walk").create({"K": 5, "context_length": 12, "train_size": 8})
-
-
-def build(name: str, task, **params) -> StandardAttention:
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task)
 
 
 def dense_forward(model: StandardAttention, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -54,7 +49,7 @@ def dense_forward(model: StandardAttention, tokens: torch.Tensor) -> tuple[torch
 @pytest.mark.parametrize("name", FAMILY)
 @pytest.mark.parametrize("params", [{}, {"heads": 2, "query": "slot"}, {"init": "gaussian", "init_sigma": 0.5}])
 def test_structured_forward_equals_dense_layer(walk, name, params):
-    model = build(name, walk, **params)
+    model = build_model(name, walk, **params)
     tokens = walk.make_split("train", 0).tokens
     out = model(tokens, need_attention=True)
     logits, attention = dense_forward(model, tokens)
@@ -63,7 +58,7 @@ def test_structured_forward_equals_dense_layer(walk, name, params):
 
 
 def test_attention_per_head(walk):
-    model = build("attn-alibi", walk, heads=4, d=8)
+    model = build_model("attn-alibi", walk, heads=4, d=8)
     tokens = walk.make_split("train", 0).tokens
     out = model(tokens, need_attention=True)
     assert out.attention.shape == (len(tokens), 1, 4, 1, walk.context_length)  # (n, L, H, Q, T)
@@ -72,7 +67,7 @@ def test_attention_per_head(walk):
 
 @pytest.mark.parametrize("name", ["attn-nope", "attn-rope", "attn-learned", "attn-t5bias", "attn-onehot-concat"])
 def test_zero_init_starts_uniform_with_zero_logits_and_then_moves(walk, name):
-    model = build(name, walk, init="zero", query="slot")
+    model = build_model(name, walk, init="zero", query="slot")
     split = walk.make_split("train", 0)
     out = model(split.tokens)
     torch.testing.assert_close(out.attention, torch.full_like(out.attention, 1 / (walk.context_length + 1)))
@@ -93,33 +88,33 @@ def test_the_zero_init_presets_start_like_paper_a(walk):
 
 
 def test_gaussian_init_draws_every_parameter_at_sigma(walk):
-    model = build("attn-learned", walk, init="gaussian", init_sigma=0.02, d=32)
+    model = build_model("attn-learned", walk, init="gaussian", init_sigma=0.02, d=32)
     values = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert values.std().item() == pytest.approx(0.02, rel=0.1)
 
 
 def test_nope_with_a_query_slot_sees_a_bag_of_tokens(walk):
-    model = build("attn-nope", walk, query="slot")
+    model = build_model("attn-nope", walk, query="slot")
     tokens = walk.make_split("train", 0).tokens
     shuffled = tokens[:, torch.randperm(tokens.shape[1], generator=torch.Generator().manual_seed(1))]
     torch.testing.assert_close(model(shuffled).logits, model(tokens).logits)
 
 
 def test_key_query_reproduces_the_scores_where_the_layer_is_bilinear(walk):
-    model = build("attn-t5bias", walk)
+    model = build_model("attn-t5bias", walk)
     W, E = model.key_query()
     tokens = walk.make_split("train", 0).tokens
     L = tokens.shape[1]
     scores = torch.einsum("nld,de,ne->nl", E[tokens], W, E[tokens[:, -1]])
     scores = scores + model.positional.bias(torch.tensor([L - 1]), torch.arange(L))[0]
     torch.testing.assert_close(model(tokens).attention[:, 0, 0, 0], scores.softmax(-1))
-    assert build("attn-rope", walk).key_query() is None
-    assert build("attn-nope", walk, heads=2).key_query() is None
-    assert build("attn-nope", walk, query="slot").key_query() is None
+    assert build_model("attn-rope", walk).key_query() is None
+    assert build_model("attn-nope", walk, heads=2).key_query() is None
+    assert build_model("attn-nope", walk, query="slot").key_query() is None
 
 
 def test_value_matrix_maps_an_attended_token_to_its_logits(walk):
-    model = build("attn-nope", walk, heads=2)
+    model = build_model("attn-nope", walk, heads=2)
     V = model.value_matrix()
     assert V.shape == (walk.vocab_size, walk.vocab_size)
     token = 3
@@ -134,4 +129,4 @@ def test_value_matrix_maps_an_attended_token_to_its_logits(walk):
 ])
 def test_bad_shapes_are_usage_errors(walk, name, params, message):
     with pytest.raises(ParamError, match=message):
-        build(name, walk, **params)
+        build_model(name, walk, **params)

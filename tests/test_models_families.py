@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from models_support import build_model
 from dataclasses import replace
 
 import pytest
@@ -35,12 +36,6 @@ def tokens(walk):
     return walk.make_split("train", 0).tokens
 
 
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    return spec.build(spec.resolve(params), task).eval()
-
-
 def test_every_family_is_registered_with_a_citation_and_predicts_every_position():
     for name in FAMILY:
         spec = registry().model(name)
@@ -51,7 +46,7 @@ def test_every_family_is_registered_with_a_citation_and_predicts_every_position(
 def test_a_prediction_never_depends_on_later_tokens(walk_everywhere, tokens, name):
     """Causality: changing the token at position t leaves every logit before t unchanged and changes one after it."""
     walk = walk_everywhere
-    model = build(name, walk)
+    model = build_model(name, walk)
     t = 7
     changed = tokens.clone()
     changed[:, t] = (changed[:, t] + 1) % walk.vocab_size
@@ -64,7 +59,7 @@ def test_a_prediction_never_depends_on_later_tokens(walk_everywhere, tokens, nam
 
 @pytest.mark.parametrize("name", WITH_ATTENTION)
 def test_attention_is_causal_per_layer_and_head_and_rows_sum_to_one(walk, tokens, name):
-    model = build(name, walk)
+    model = build_model(name, walk)
     spec = registry().model(name)
     with torch.no_grad():
         attention = model(tokens, need_attention=True).attention
@@ -79,7 +74,7 @@ def test_attention_is_causal_per_layer_and_head_and_rows_sum_to_one(walk, tokens
 @pytest.mark.parametrize("positional", ENCODING_CHOICES)
 def test_transformer_fused_attention_equals_the_explicit_softmax(walk, tokens, positional):
     """Training uses scaled_dot_product_attention; evaluation an explicit softmax: the same logits."""
-    model = build("transformer-2l", walk, positional=positional)
+    model = build_model("transformer-2l", walk, positional=positional)
     with torch.no_grad():
         fused, explicit = model(tokens), model(tokens, need_attention=True)
     assert fused.attention is None
@@ -88,7 +83,7 @@ def test_transformer_fused_attention_equals_the_explicit_softmax(walk, tokens, p
 
 def test_transformer_attention_is_the_textbook_softmax(walk, tokens):
     """Layer 1's weights from its own projections: softmax(q k^T / sqrt(e) + causal mask), RoPE on q and k."""
-    model = build("transformer", walk, heads=2, positional="rope")
+    model = build_model("transformer", walk, heads=2, positional="rope")
     with torch.no_grad():
         attention = model(tokens, need_attention=True).attention[:, 0]  # (n, H, T, T)
         block = model.blocks[0]
@@ -107,11 +102,11 @@ def test_linear_attention_running_sums_equal_its_normalised_weights(walk, tokens
     are phi(q_t).phi(k_s) / sum_{s' <= t} phi(q_t).phi(k_s') with phi = elu + 1 (Katharopoulos et al. 2020)."""
     long_walk = registry().task("random-walk").create({"K": 5, "context_length": 40, "train_size": 16})
     long_tokens = long_walk.make_split("train", 0).tokens
-    narrow = build("linear-attention", long_walk, d=4, heads=4)  # T = 40 > 16 e = 16: it trains on the running sums
+    narrow = build_model("linear-attention", long_walk, d=4, heads=4)  # T = 40 > 16 e = 16: it trains on the running sums
     with torch.no_grad():
         torch.testing.assert_close(narrow(long_tokens).logits, narrow(long_tokens, need_attention=True).logits,
                                    atol=1e-5, rtol=1e-5)
-    model = build("linear-attention", walk)
+    model = build_model("linear-attention", walk)
     with torch.no_grad():
         explicit = model(tokens, need_attention=True)
         block = model.blocks[0]
@@ -128,7 +123,7 @@ def test_mlp_is_the_fcn_on_the_flattened_one_hot_sequence(walk, walk_everywhere,
     plus a one-hot of t; on a task scored at the last position it computes that position alone."""
     V = walk.vocab_size
     x = F.one_hot(tokens, V).float().flatten(1)  # (n, T V)
-    every, last = build("mlp", walk_everywhere), build("mlp", walk)
+    every, last = build_model("mlp", walk_everywhere), build_model("mlp", walk)
     with torch.no_grad():
         for t in (4, walk.context_length - 1):
             inputs = x[:, : (t + 1) * V]  # the inputs after t are zero
@@ -146,7 +141,7 @@ def test_mlp_is_not_applicable_where_its_first_layer_would_be_too_large():
 
 
 def test_recurrent_models_are_torch_rnns(walk, tokens):
-    gru, lstm = build("gru", walk), build("lstm", walk)
+    gru, lstm = build_model("gru", walk), build_model("lstm", walk)
     assert isinstance(gru.rnn, torch.nn.GRU) and isinstance(lstm.rnn, torch.nn.LSTM)
     with torch.no_grad():
         for model in (gru, lstm):
@@ -156,7 +151,7 @@ def test_recurrent_models_are_torch_rnns(walk, tokens):
 
 def test_mamba_is_mambapys_selective_scan(walk, tokens):
     """The parallel scan mambapy trains with equals its sequential recurrence h_t = A_t h_{t-1} + B_t x_t."""
-    model = build("mamba", walk)
+    model = build_model("mamba", walk)
     with torch.no_grad():
         parallel = model(tokens).logits
         for layer in model.backbone.layers:

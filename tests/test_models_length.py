@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from models_support import build_model
 from tokbench.errors import NotApplicable
 from tokbench.plugins import registry
 
@@ -33,14 +34,6 @@ def chain(context_length: int, scoring_last: bool = False):
     return registry().task("markov-switch").create({"context_length": context_length, "train_size": 8})
 
 
-def build(name: str, task, **params):
-    spec = registry().model(name)
-    torch.manual_seed(0)
-    model = spec.build(spec.resolve(params), task)
-    model.eval()
-    return model
-
-
 def test_the_models_that_cannot_extend_are_the_expected_ones():
     assert FIXED == ["attn-learned", "attn-onehot-concat", "attn-onehot-concat-zeroinit", "attn-paper-a",
                      "mlp", "transformer-1l-tied"]
@@ -52,7 +45,7 @@ def test_the_models_that_cannot_extend_are_the_expected_ones():
 @pytest.mark.parametrize("name, params", [(name, {}) for name in EXTENDING] + DECODER_SETTINGS)
 @torch.no_grad()
 def test_a_model_built_at_t_runs_at_2t_and_4t_and_stays_causal(name, params):
-    model = build(name, chain(T), **params)
+    model = build_model(name, chain(T), **params)
     long = chain(4 * T).make_split("train", 0).tokens  # (n, 4T)
     short = model(long[:, :T]).logits  # (n, T, V)
     for length in (2 * T, 4 * T):
@@ -65,7 +58,7 @@ def test_a_model_built_at_t_runs_at_2t_and_4t_and_stays_causal(name, params):
 @pytest.mark.parametrize("name", [name for name in EXTENDING if name.startswith("attn-")])
 @torch.no_grad()
 def test_a_single_layer_built_at_t_reads_a_longer_input_on_a_task_scored_at_the_last_position(name):
-    model = build(name, chain(T, scoring_last=True))
+    model = build_model(name, chain(T, scoring_last=True))
     tokens = chain(4 * T, scoring_last=True).make_split("train", 0).tokens
     output = model(tokens, need_attention=True)
     slot = int(model.params.get("query") == "slot")
@@ -75,7 +68,7 @@ def test_a_single_layer_built_at_t_reads_a_longer_input_on_a_task_scored_at_the_
 @pytest.mark.parametrize("name, params", [(name, {}) for name in FIXED] + DECODER_FIXED)
 @torch.no_grad()
 def test_a_model_of_fixed_length_refuses_a_longer_input_with_its_reason(name, params):
-    model = build(name, chain(T), **params)
+    model = build_model(name, chain(T), **params)
     tokens = chain(2 * T).make_split("train", 0).tokens
     assert model(tokens[:, :T]).logits.shape[:2] == (len(tokens), T)
     with pytest.raises(NotApplicable, match="training position"):

@@ -16,7 +16,7 @@ TASKS = ("qa-fruit-count", "qa-fruit-preference")
 TEST_SIZE = 1000  # the tasks' default test split
 
 
-def within_sampling_error(accuracy: float, expected: float) -> bool:
+def within_four_standard_errors(accuracy: float, expected: float) -> bool:
     """Within four standard errors of a proportion ``expected`` measured on the test split."""
     return abs(accuracy - expected) <= 4 * math.sqrt(expected * (1 - expected) / TEST_SIZE)
 
@@ -47,9 +47,9 @@ def test_suite_shows_the_bag_of_words_failure_on_the_leaderboard(qa_env, tmp_pat
     records = [json.loads(p.read_text()) for p in out.glob("*.json")]
     accuracy = {(r["task"], r["params"]["model"]["position_norm"]): r["metrics"]["accuracy"] for r in records}
     assert accuracy[("qa-fruit-count", 0.01)] >= 0.99
-    assert within_sampling_error(accuracy[("qa-fruit-preference", 0.01)], 0.5)
-    assert within_sampling_error(accuracy[("qa-fruit-count", 20.0)], 11 / 16)
-    assert within_sampling_error(accuracy[("qa-fruit-preference", 20.0)], 0.5)
+    assert within_four_standard_errors(accuracy[("qa-fruit-preference", 0.01)], 0.5)
+    assert within_four_standard_errors(accuracy[("qa-fruit-count", 20.0)], 11 / 16)
+    assert within_four_standard_errors(accuracy[("qa-fruit-preference", 20.0)], 0.5)
 
     board = qa_env.check("-m", "tokbench.cli", "leaderboard", "--records", str(out), "--format", "md").stdout
     assert "qa-fruit-count" in board and "qa-fruit-preference" in board and "attn-paper-a" in board

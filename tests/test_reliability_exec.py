@@ -23,7 +23,7 @@ PAIRING_TIMEOUT = 30  # seconds: the hanging pairing waits this long; the tiny o
 PLUGIN_TIMEOUT = 20  # seconds: the hanging hook waits this long; the built-in plugins import in a few
 
 
-def hostile_suite(folder: Path, acts=ACTS) -> Path:
+def suite_of_acts(folder: Path, acts=ACTS) -> Path:
     blocks = ['seeds = 1\n[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile-missing"]\n' + TINY_TASK]
     for act in acts:
         blocks.append(f'[[grid]]\ntasks = ["random-walk"]\nmodels = ["hostile"]\n[grid.model.hostile]\n'
@@ -42,7 +42,7 @@ def test_each_hostile_pairing_gets_a_record_saying_what_happened_and_the_grid_go
     env = plugin_site(hostile="hostile_model")
     out_dir = tmp_path / "runs"
     started = time.monotonic()
-    done = cli("run", "--suite", str(hostile_suite(tmp_path)), "--out", str(out_dir), "--jobs", jobs,
+    done = cli("run", "--suite", str(suite_of_acts(tmp_path)), "--out", str(out_dir), "--jobs", jobs,
                "--timeout", str(PAIRING_TIMEOUT), "-q", env=env, cwd=tmp_path, timeout=600)
     assert time.monotonic() - started < 600
     assert done.returncode == 1, done.stderr
@@ -65,7 +65,7 @@ def test_each_hostile_pairing_gets_a_record_saying_what_happened_and_the_grid_go
     assert failures["not_applicable"] == ("not_applicable", None, "this model refuses every task")
     assert "6 of 8 pairings failed" in done.stderr
     # A plain rerun retries only the pairing that failed for the environment (its module was missing).
-    again = cli("run", "--suite", str(hostile_suite(tmp_path)), "--out", str(out_dir), "--dry-run", env=env,
+    again = cli("run", "--suite", str(suite_of_acts(tmp_path)), "--out", str(out_dir), "--dry-run", env=env,
                 cwd=tmp_path)
     [retried] = [line for line in again.stdout.splitlines() if line.startswith("run ")]
     assert "hostile-missing" in retried

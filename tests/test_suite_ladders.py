@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from test_records import PROVENANCE
 from test_suites import grid
 from tokbench.errors import ParamError, UsageError
 from tokbench.grid import Pairing, Rung, expand, parse_settings
@@ -33,10 +34,6 @@ MODELS = """seeds = 1
 tasks = ["random-walk"]
 models = ["attn-nope", "attn-paper-a", "attn-paper-b", "gru", "transformer", "uniform", "last-token", "bayes-optimal"]
 """
-PROVENANCE = {"tokbench_version": "0", "git_commit": None, "python": "3", "torch": "2", "lightning": "2",
-              "device": "cpu"}
-
-
 def line_of(text: str, fragment: str) -> int:
     """The 1-based line of the only line of ``text`` that starts with ``fragment``."""
     (number,) = [i for i, line in enumerate(text.splitlines(), 1) if line.startswith(fragment)]

@@ -11,7 +11,10 @@ BUDGET = BENCHMARK / "budget"
 
 
 def load_script(path: Path) -> ModuleType:
-    """The script at ``path`` as a module named after its file (registered, as its dataclasses look it up)."""
+    """The script at ``path`` as a module named after its file (registered, as its dataclasses look it up), its
+    folder importable as when it runs (a script may import its neighbours)."""
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

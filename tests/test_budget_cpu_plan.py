@@ -29,6 +29,14 @@ def test_the_projection_is_seeds_times_replica_steps_times_the_step_cost(plan_to
     assert plan_tool.project(full, second)["gru"]["causal-graph"] == pytest.approx(2 * 3 * 3 * 10000 / 3600)
 
 
+def test_a_rung_keeps_that_rung_of_every_ladder_and_a_cost_is_per_batch(plan_tool):
+    middle = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), rung=1)
+    ((variant, seeds),) = middle.values()
+    assert variant.rung.index == 1 and variant.task_params["states"] == 7 and seeds == 3
+    (other,) = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), ("train.batch_size=32",), rung=1)
+    assert other not in middle  # another batch, another step cost: not read from the committed one
+
+
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BUDGET / "cpu_plan.py"), *args], capture_output=True, text=True)
 

@@ -71,7 +71,8 @@ def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committ
 def test_the_committed_check_trains_at_least_50_pairs_to_the_cap_and_95_percent_end_within_001():
     """The fair-comparison issue's bar, on the committed records: the protocol's stop loses at most 0.01 in at least
     95% of the sampled pairs (a pair is a protocol run and the same run trained to the cap)."""
-    matched, _ = stopping.pairs(load_records(TOOL.parent / "stopping-records").records.values())
+    plan = stopping.plan_hashes(TOOL.parent / "stopping.toml")  # as the tool pairs them: the suite's runs
+    matched, _ = stopping.pairs(load_records(TOOL.parent / "stopping-records").records.values(), plan)
     (_, pairs, within, share, *_), = [row for row in stopping.summary(matched, 0.01) if row[0] == "all"]
     assert pairs >= 50 and share >= 0.95, f"{within} of {pairs} pairs within 0.01"
 
@@ -89,3 +90,11 @@ def test_with_the_suites_plan_its_pairings_are_the_protocol_and_a_stop_it_droppe
                                                                            ("mlp", 0.95, 0.96, True)]
     assert unmatched == ["mqar x gru seed 0: a stop the suite does not plan (target 0.995, patience 0)"]
     assert stopping.pending([to_cap, stopped], plan) == {"mlp": ["mqar"]}
+
+
+def test_a_record_of_another_model_version_is_not_the_same_run():
+    protocol = _record("gru", 0, 0.25, 0.995, 4000, "target")
+    cap = {**_record("gru", 0, 0.45, 0.0, 10000, "cap"), "model_version": "2"}
+    matched, unmatched = stopping.pairs([protocol, cap])
+    assert matched == [] and len(unmatched) == 2
+

@@ -23,6 +23,8 @@ def _record(selection: dict[str, float], schedule: str = "constant", seed: int =
     ({"0.0025": 0.30, "0.01": 0.31, "0.04": 0.27}, "inside", 0.01),
     ({"0.0025": 0.20, "0.01": 0.28, "0.04": 0.29}, "high", 0.01),
     ({"0.0025": 0.80, "0.01": 0.80, "0.04": 0.27}, "tie", 0.0),
+    # two weight decays at one rate sharing the best accuracy: that rate is the choice, no tie
+    ({"lr=0.0025,wd=0": 0.30, "lr=0.01,wd=0": 0.33, "lr=0.01,wd=0.1": 0.33, "lr=0.04,wd=0": 0.31}, "inside", 0.02),
     # weight decay crossed in: the edge is the rate's, and the margin is over the other rates only
     ({"lr=0.0025,wd=0": 0.30, "lr=0.0025,wd=0.1": 0.29, "lr=0.01,wd=0": 0.25, "lr=0.01,wd=0.1": 0.26}, "low", 0.04),
 ])
@@ -76,3 +78,11 @@ def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committ
     printed = subprocess.run([sys.executable, str(TOOL), *(str(BUDGET / folder) for folder in folders), "--markdown"],
                              capture_output=True, text=True, check=True).stdout
     assert printed.count("|") > 100 and printed.strip() in (TOOL.parent / "README.md").read_text()
+
+
+def test_records_of_another_model_version_are_not_one_sweep():
+    """A version bump changes what trains (and the config hash) though the parameters may read alike."""
+    old = _record({"0.0025": 0.30, "0.01": 0.28})
+    new = {**_record({"0.04": 0.35}), "model_version": "2"}
+    assert sorted(len(choice.rates) for choice in sweep.choices([old, new, _record({"0.04": 0.27})])) == [3]
+

@@ -1,7 +1,7 @@
 """The CPU cost of a suite's plan, per model and task family, from step costs measured on this machine.
 
     python benchmark/budget/cpu_plan.py [--suite tokbench] [--task T ...] [--model M ...] [--set KEY=VALUE ...]
-                                        [--costs FILE] [--no-measure] [--markdown]
+                                        [--rung I] [--costs FILE] [--no-measure] [--markdown]
 
 For every trained, applicable variant of the suite (a task setting and a model, all seeds) it measures the
 marginal cost of one training step on one torch thread, as a `tokbench run` worker trains (the difference of
@@ -9,7 +9,9 @@ two runs of different lengths over their difference in steps, so start-up is not
 the recipe, no stop), and projects the suite's core-hours at the cap: seeds x replica-steps per seed (every
 sweep candidate to the cap, or what a pruned sweep trains: ``Recipe.replica_steps``) x that cost. It is an
 upper bound on training: a run that reaches its target stops earlier; evaluation (every ``eval_every`` steps on
-the validation split, the test budgets and the longer-context settings) adds a few percent. Adaptive seeds
+the validation split, the test budgets and the longer-context settings) is not counted: a few percent for the
+architectures at width 64, more for the MLP, and most of the cost of the tiny single-layer models (the budget
+README calibrates it on records). Adaptive seeds
 beyond the suite's ``seeds`` are not counted.
 
 Measured costs are kept in ``--costs`` (JSON) and only missing variants are measured, so other plans over the
@@ -33,14 +35,16 @@ SHORT, LONG = 5, 25  # steps of the two timed runs whose difference gives the ma
 
 
 def _key(variant) -> str:
-    return json.dumps([variant.model_spec.name, variant.task_spec.name, variant.task_params, variant.model_params],
+    """What a step's cost depends on: the model and task at their versions and parameters, and the batch."""
+    return json.dumps([variant.model_spec.name, variant.model_spec.version, variant.task_spec.name,
+                       variant.task_spec.version, variant.task_params, variant.model_params, variant.recipe.batch_size],
                       sort_keys=True)
 
 
 def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
-                     settings: tuple[str, ...] = ()) -> dict[str, tuple[object, int]]:
+                     settings: tuple[str, ...] = (), rung: int | None = None) -> dict[str, tuple[object, int]]:
     """``{key: (variant, seeds)}`` for every trained, applicable variant of ``suite`` (narrowed and set as
-    ``tokbench run --task/--model/--set`` would)."""
+    ``tokbench run --task/--model/--set`` would; with ``rung``, only that rung of each ladder, 0 the first)."""
     from tokbench.grid import expand, parse_settings
     from tokbench.plugins import registry
     from tokbench.suites import load_suite
@@ -48,6 +52,8 @@ def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str,
     found: dict[str, tuple[object, int]] = {}
     for pairing in expand(load_suite(suite), registry(), tasks, models, settings=parse_settings(settings)):
         if pairing.not_applicable is not None or not pairing.model_spec.trained:
+            continue
+        if rung is not None and pairing.variant.rung is not None and pairing.variant.rung.index != rung:
             continue
         key = _key(pairing.variant)
         variant, seeds = found.get(key, (pairing.variant, 0))
@@ -112,6 +118,8 @@ def main() -> int:
     parser.add_argument("--model", nargs="+", default=(), help="only these models (glob patterns allowed)")
     parser.add_argument("--set", dest="settings", nargs="+", default=(), metavar="KEY=VALUE",
                         help="as tokbench run --set: another plan over the same settings (train.sweep_steps=3000)")
+    parser.add_argument("--rung", type=int, metavar="I",
+                        help="only rung I of each ladder (0 the first; a task without a ladder is kept)")
     parser.add_argument("--costs", type=Path, default=Path(__file__).with_name("cpu-costs.json"),
                         help="measured seconds per step, read and extended (default cpu-costs.json beside this)")
     parser.add_argument("--no-measure", action="store_true", help="project from --costs only; fail if one is missing")
@@ -120,7 +128,7 @@ def main() -> int:
     from tokbench.errors import TokbenchError
 
     try:
-        variants = trained_variants(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings))
+        variants = trained_variants(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings), args.rung)
     except TokbenchError as error:  # an unknown suite, name or key: one line, as tokbench run says it
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -139,7 +147,8 @@ def main() -> int:
         return 2
     measure(variants, costs, save)
     header, body = table(project(variants, costs))
-    narrowed = " ".join(["--set", *args.settings] if args.settings else [])
+    narrowed = " ".join([*(["--rung", str(args.rung)] if args.rung is not None else []),
+                         *(["--set", *args.settings] if args.settings else [])])
     print(f"{args.suite} {narrowed}".rstrip() + ": core-hours at the cap (one thread per run), by model and family")
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple", disable_numparse=True))
     return 0

@@ -23,6 +23,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from stopping import plan_hashes
 from tokbench.results import load_records
 
 STEPS = (500, 1000, 2000, 3000)
@@ -86,12 +87,16 @@ def _first_best(values: Mapping[str, float]) -> str:
     return next(key for key, value in values.items() if value == best)
 
 
-def sweeps(records: Sequence[Mapping[str, Any]]) -> list[Sweep]:
-    """The full sweeps among ``records`` (ok, every candidate's curve kept, not pruned), sorted."""
+def sweeps(records: Sequence[Mapping[str, Any]], plan: set[str] | None = None) -> list[Sweep]:
+    """The full sweeps among ``records`` (ok, every candidate's curve kept, not pruned), sorted; with ``plan`` (the
+    config hashes of pruning.toml's pairings) only those of the plan: a record of a protocol the suite has left
+    (another stop, say) replays another sweep's choices."""
     found = []
     for record in records:
         train = record.get("train") or {}
         if record.get("status") != "ok" or "lr_selection_val_curve" not in train or "selected_at" in train:
+            continue
+        if plan is not None and record["config_hash"] not in plan:
             continue
         ladder = record.get("ladder") or {}
         rung = ", ".join(f"{k}={v}" for k, v in ladder.get("axes", {}).items())
@@ -122,11 +127,19 @@ def tables(found: Sequence[Sweep], at: Sequence[int], tolerance: float) -> tuple
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, help="a folder of full-sweep records (pruning.toml's)")
+    parser.add_argument("--suite", type=Path, default=Path(__file__).with_name("pruning.toml"),
+                        help="the suite whose pairings are the sweeps to replay (default: pruning.toml beside this)")
     parser.add_argument("--at", type=int, nargs="+", default=STEPS, help="steps at which to replay a choice")
     parser.add_argument("--tolerance", type=float, default=0.01, help="a loss counted as none (default 0.01)")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables instead of plain text")
     args = parser.parse_args()
-    found = sweeps(list(load_records(args.records).records.values()))
+    records = list(load_records(args.records).records.values())
+    plan = plan_hashes(args.suite)
+    found = sweeps(records, plan)
+    for record in records:
+        if record.get("status") == "ok" and record["config_hash"] not in plan:
+            print(f"not in {args.suite.name}'s plan, left out: {record['task']} x {record['model']} seed "
+                  f"{record['seed']} ({record['config_hash']})", file=sys.stderr)
     if not found:
         print(f"error: no full sweep with every candidate's validation curve in {args.records}", file=sys.stderr)
         return 2

@@ -56,9 +56,11 @@ class Pair:
 
 
 def _pair_key(record: Mapping[str, Any]) -> str:
+    """What makes two records the same run but for the stop: the identity (versions too) without the stop's keys."""
     params = record["params"]
     train = {key: value for key, value in params["train"].items() if key not in STOP_KEYS}
-    return canonical_json([record["task"], record["model"], record["seed"], params["task"], params["model"], train])
+    return canonical_json([record["task"], record.get("task_version"), record["model"], record.get("model_version"),
+                           record["seed"], params["task"], params["model"], train])
 
 
 def _sides(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None

@@ -43,19 +43,20 @@ class Choice:
 
     @property
     def place(self) -> str:
-        """Where the best candidate lies: ``tie`` if several share the best accuracy, else ``low``, ``high``
-        (the lowest or highest rate of the grid) or ``inside``."""
+        """Where the best rate lies: ``tie`` if several rates share the best accuracy (weight decays at one rate
+        count as one), else ``low``, ``high`` (the lowest or highest rate of the grid) or ``inside``."""
         best = max(self.accuracies)
-        winners = [rate for rate, accuracy in zip(self.rates, self.accuracies) if accuracy == best]
+        winners = {rate for rate, accuracy in zip(self.rates, self.accuracies) if accuracy == best}
         if len(winners) > 1:
             return "tie"
-        if winners[0] == min(self.rates):
+        (winner,) = winners
+        if winner == min(self.rates):
             return "low"
-        return "high" if winners[0] == max(self.rates) else "inside"
+        return "high" if winner == max(self.rates) else "inside"
 
     @property
     def margin(self) -> float:
-        """How far the best candidate is ahead of the best one at another rate (0 on a tie)."""
+        """How far the best candidate is ahead of the best one at any other rate (0 on a tie)."""
         best = max(self.accuracies)
         kept = self.rates[self.accuracies.index(best)]
         others = [accuracy for rate, accuracy in zip(self.rates, self.accuracies) if rate != kept]
@@ -83,7 +84,7 @@ def choices(records: Iterable[Mapping[str, Any]]) -> list[Choice]:
         params = dict(record.get("params") or {})
         params["train"] = {k: v for k, v in (params.get("train") or {}).items() if k not in ("lr_grid", "wd_grid")}
         key = (record["task"], rung, record["model"], record["seed"], train.get("schedule", "constant"),
-               json.dumps(params, sort_keys=True))
+               json.dumps([record.get("task_version"), record.get("model_version"), params], sort_keys=True))
         merged, stops = sweeps.setdefault(key, ({}, {}))
         merged.update(selection)
         stops.update(dict.fromkeys(selection, train.get("stopped_because", "")))

@@ -99,3 +99,16 @@ def test_the_first_candidate_to_reach_its_target_ends_the_sweep_there():
     kept = [r for r in pruned if r.stopped_because != "pruned"]
     assert len(kept) == 1 and kept[0].stopped_because == "target" and kept[0].steps_taken == first
     assert {r.steps_taken for r in pruned} == {first} and {r.selected_at for r in pruned} == {first}
+
+
+def test_a_patience_as_long_as_the_cap_keeps_every_candidates_checks_and_stops_nothing():
+    """What the pruning check trains majority with (benchmark/budget/pruning.toml): no target, and a plateau rule
+    no run can meet, so that a full sweep keeps every candidate's validation checks for the replay and trains as
+    the suite's majority sweep does, every candidate to the cap."""
+    task = small_mqar()
+    spec, full = recipe(target=0.0, patience=40)
+    swept = run_pairing(task, spec, spec.resolve({}), full, seed=1, accelerator="cpu")
+    curves = swept.train["lr_selection_val_curve"]
+    assert sorted(curves) == ["0.0003", "0.003", "0.03"]
+    assert all(curve["step"] == [10, 20, 30] for curve in curves.values())  # no check at the cap
+    assert swept.train["steps"] == 40 and swept.train["stopped_because"] == "cap"

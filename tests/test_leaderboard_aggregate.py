@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from leaderboard_synth import WALK, ladder, record, seeds
+from leaderboard_synth import GD, WALK, ladder, record, seeds
 from tokbench.errors import UsageError
 from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build, count_range
@@ -45,9 +45,16 @@ def test_versions_and_parameter_sets_never_share_a_cell():
     assert len({c.slug for c in board.columns}) == 3
 
 
+def _chance(recs: list[dict], chance: float) -> list[dict]:
+    """``recs`` with the chance accuracy of their test sequences recorded on every seed (as schema v3 records do)."""
+    for rec in recs:
+        rec["metrics"]["chance_accuracy"] = chance
+    return recs
+
+
 def test_best_per_column_and_bayes_row():
-    recs = (seeds(3, [0.5, 0.51, 0.49]) + seeds(3, [0.3, 0.3, 0.31], model="baseline")
-            + seeds(3, [0.5, 0.5, 0.5], model="tie") + seeds(3, [0.5, 0.5, 0.5], model="bayes-optimal"))
+    recs = _chance(seeds(3, [0.5, 0.51, 0.49]) + seeds(3, [0.3, 0.3, 0.31], model="baseline")
+                   + seeds(3, [0.5, 0.5, 0.5], model="tie") + seeds(3, [0.5, 0.5, 0.5], model="bayes-optimal"), 0.17)
     table = main_table(build(recs))
     assert [row[0] for row in table.rows] == ["attn-paper-a", "baseline", "tie", "bayes-optimal (oracle)"]
     assert [row[1].best for row in table.rows] == [True, False, True, False]  # tie: the same mean
@@ -203,3 +210,106 @@ def test_records_without_sizes_add_no_size_columns():
     board = build(ladder("random-walk", "gru", [0.6, 0.7]))
     assert "parameters" not in score_table(build_scores(board)).headers
     assert "parameters" not in detail_table(board, board.columns[0]).headers
+
+
+# ---- the review's findings: bold needs a floor, the right error floors, no claim without one ---------------------
+
+FRUIT = {"items": 5, "train_size": 1000, "val_size": 1000, "test_size": 1000}
+
+
+def _fruit(accuracies: list[float], model: str = "attn-paper-a", **kwargs) -> list[dict]:
+    return seeds(3, accuracies, task="qa-fruit-preference", task_params=FRUIT, bayes=1.0, model=model, **kwargs)
+
+
+def test_bold_without_a_baseline_is_tested_against_the_seeds_chance_accuracy_and_without_either_nothing_is_bold():
+    """qa-fruit-preference was published with both rows bold at 0.515 and no floor tested: no longer."""
+    near = _fruit([0.51, 0.515, 0.52]) + _fruit([0.51, 0.515, 0.52], model="other")
+    table = main_table(build(near))  # no baseline, no chance accuracy: no floor
+    assert not any(row[1].best for row in table.rows)
+    assert ("No floor, so nothing bold, in qa-fruit-preference: no baseline has a score there and the records carry "
+            "no chance accuracy.") in table.notes
+    # 0.515 on 1000 sequences is not shown above a chance accuracy of 0.5: still nothing bold, and no note
+    table = main_table(build(_chance(near, 0.5)))
+    assert not any(row[1].best for row in table.rows) and not any("no floor" in note for note in table.notes)
+    far = _chance(_fruit([0.9, 0.91, 0.9]) + _fruit([0.51, 0.515, 0.52], model="other"), 0.5)
+    assert [row[1].best for row in main_table(build(far)).rows] == [True, False]
+
+
+def test_bold_is_tested_against_every_baseline_of_the_column_a_tasks_own_floor_too():
+    """One rule for both tables: a task's own baseline (family ``baseline``) is a floor in the accuracy table too."""
+    own = {"model_family": "baseline"}
+    recs = (seeds(3, [0.9, 0.91, 0.9], task_params=DET, bayes=1.0)
+            + seeds(3, [0.9, 0.9, 0.9], task_params=DET, bayes=1.0, model="context-guess", meta=own, train=GD_NONE))
+    assert not any(cell.best for cell in build(recs).cells.values())  # not shown above context-guess
+    rule = notes.bold_rule()
+    assert rule in notes.method() and rule in notes.score_method()
+    from tokbench.leaderboard.document import Paragraph, document
+    from tokbench.leaderboard.report import build_reports
+    from leaderboard_synth import sections
+    blocks = document(build_reports(sections(recs)))
+    assert any(isinstance(b, Paragraph) and b.text.startswith("Mean accuracy over seeds") and rule in b.text
+               for b in blocks)
+    from pathlib import Path
+    assert rule in (Path(__file__).resolve().parents[1] / "docs" / "scores.md").read_text(encoding="utf-8")
+
+
+def test_stays_at_untrained_uses_the_error_of_the_one_batch_the_step_0_accuracy_was_measured_on():
+    big = {**DET, "train_size": 100000, "test_size": 100000}
+    flat = [0.167, 0.168, 0.166, 0.167, 0.167]
+    full = build(seeds(5, flat, task_params=big, bayes=1.0, untrained=0.167))
+    (cell,) = full.cells.values()
+    assert cell.untrained_examples() == 100000 and notes.versus_untrained(cell).verdict == "matches"
+    batch = {**GD, "batch_size": 16}  # step 0 is the accuracy on 16 sequences: it cannot be told within +-0.02
+    small = build(seeds(5, flat, task_params=big, bayes=1.0, untrained=0.167, train=batch))
+    (cell,) = small.cells.values()
+    assert cell.untrained_examples() == 16
+    assert notes.versus_untrained(cell).verdict == "undecided"
+    assert cell.untrained.width > 0.1  # and its interval says so
+    assert not any("stays at its untrained accuracy" in line for line in notes.findings(small))
+    fresh = build(seeds(3, flat[:3], task_params={**big, "train_size": 8}, train={**batch, "data": "fresh"}))
+    assert next(iter(fresh.cells.values())).untrained_examples() == 16  # fresh draws: the batch, not the split
+
+
+def test_an_evaluation_set_of_unknown_size_gives_no_interval_and_no_claim():
+    """scc-implicit-bias declares no train_size: it showed 1.000 (1.000-1.000) and its comparisons had verdicts."""
+    scc = {"task": "scc-implicit-bias", "task_params": {"n": 4}, "eval_split": "train", "bayes": 0.25}
+    recs = seeds(3, [1.0, 1.0, 1.0], untrained=0.2, **scc) + seeds(3, [1.0, 1.0, 1.0], model="other", **scc)
+    board = build(recs)
+    cell = board.column_cells(board.columns[0])[0]
+    assert cell.accuracy.interval is None and cell.accuracy.n == 3
+    assert measure_text(training_table(board).rows[0][1]) == "1.000 (n=3)"
+    assert notes.versus_untrained(cell).verdict is None and notes.versus_untrained(cell).low is None
+    assert not any(c.best for c in board.cells.values())
+    assert stats.differs([1.0] * 3, None, [0.5] * 3, 0.0) is None
+    assert stats.compare([1.0] * 3, [0.5] * 3, None).verdict is None
+    assert stats.weighted_sum([stats.Part(1.0, [1.0] * 3, None)]).stat().interval is None
+    assert any("no interval, and no claim is made" in line for line in notes.method())
+
+
+def test_findings_say_when_only_baselines_were_tested_and_what_n_left_a_test_undecided():
+    walk = {**WALK, "test_size": 1000}
+    recs = (seeds(3, [0.3, 0.31, 0.29], model="uniform", train=GD_NONE, task_params=walk)
+            + seeds(3, [0.4, 0.41, 0.39], model="last-token", train=GD_NONE, task_params=walk))
+    lines = notes.findings(build(recs))
+    assert ("random-walk: every model tested (baselines only: no learned model was run) is below the Bayes optimum "
+            "0.500 (95% interval of the difference below 0).") in lines
+    close = seeds(3, [0.49, 0.51, 0.47], task_params=walk)
+    (line,) = [line for line in notes.findings(build(close)) if "neither shown" in line]
+    assert line.endswith("(undecided at n = 3).") and "more seeds would decide" not in line
+
+
+def test_a_task_the_last_token_baseline_solves_states_the_bound_the_test_gives():
+    walk = {**WALK, "test_size": 1000}
+    recs = seeds(5, [0.5, 0.5, 0.5, 0.5, 0.5], model="last-token", train=GD_NONE, task_params=walk)
+    (line,) = notes.unranked(build(recs))
+    versus = notes.versus_bayes(build(recs).column_cells(build(recs).columns[0])[0])
+    assert versus.verdict == "matches"
+    assert (f"so no model can score more than {-versus.low:.3f} above it in expectation (the upper end of the 95% "
+            "interval of the optimum minus the baseline).") in line
+    assert "above a count of next tokens" not in line
+
+
+def test_the_method_states_the_multiplicity_and_the_coverage_adaptive_seeds_lack():
+    for text in ("\n".join(notes.method()), notes.score_method()):
+        assert "uncorrected for the number of claims on the page" in text
+        assert "--target-ci" in text and "may cover less" in text

@@ -227,7 +227,10 @@ def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stabil
     stability = next(s for s in budgets.stability if s.column == "mqar")
     expected = scipy_stats.kendalltau([0.9, 0.45, 0.6], [0.9, 0.5, 0.7]).statistic
     assert stability.between == ("300", "final") and stability.tau == pytest.approx(expected) and stability.n == 3
-    assert any(line.startswith("Ranking stability from 300 steps to the final step") for line in report.claims)
+    (line,) = [line for line in report.claims if line.startswith("Ranking stability from 300 steps to the final")]
+    assert "mqar tau 1.00 (n=3)" in line and "p=" not in line  # a description: no test of "no association"
+    data = json.loads(render([report.section], "json"))["sections"][0]["scores"]
+    assert all(set(entry) == {"column", "between", "kendall_tau", "n"} for entry in data["stability"])
     assert "at most 3,000 optimiser steps per run" in report.budget and "target 9 of 27 runs" in report.budget
     md = render([report.section], "md")
     assert md.index("Training budget") < md.index("| model | Overall")  # the budget is named before the table
@@ -236,7 +239,7 @@ def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stabil
     assert gru == pytest.approx({"final": 0.5, "steps=100": 0.4, "steps=300": 0.45})
 
 
-def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores_as_lower_bounds():
+def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores_as_possible_lower_bounds():
     slow = v3(_model("mqar", "lstm", [0.69, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0,
               budget={1000: 0.44, 2000: 0.56})  # first rung, at the cap of 3000 steps: +0.13 over the budget before
     flat = v3(_model("mqar", "gru", [0.5, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0, budget={1000: 0.45, 2000: 0.49})
@@ -246,8 +249,10 @@ def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores
         rec["train"]["steps"] = 1500
         rec["budget_curve"][-1]["step"] = 1500
     report = build_report(sections(slow + flat + solved)[0])
-    assert "1 cell was still learning at the cap: lower bounds" in report.budget  # counted in the budget line
+    # counted in the budget line; "may": the rule compares two means, with no test behind it
+    assert "1 cell was still learning at the cap (may be lower bounds)" in report.budget
     assert "Still learning at the cap (1 cell;" in report.rising  # and named under the tables
+    assert "These scores may be lower bounds" in report.rising and "are lower bounds" not in report.rising
     assert "lstm on mqar K=4 context_length=8 (0.560 at 2,000 steps, 0.690 at 3,000" in report.rising
     assert "gru" not in report.rising.split("Still learning")[1] and "transformer" not in report.rising
     md = render([report.section], "md")
@@ -363,7 +368,8 @@ def test_plots_read_at_a_glance_budget_and_length_curves():
     assert all(t.get_fontsize() == LEGEND_SIZE for t in legend.get_texts())
     markers = {line.get_marker() for line in ax.get_lines() if line.get_marker() in ("o", "s", "D", "^")}
     assert len(markers) == 2  # the two families overlap at 1.0: different markers tell them apart
-    assert "all at optimum" in [t.get_text() for t in ax.texts]
+    # a threshold on the means, not a test of optimality: it says what it checked
+    assert [t.get_text() for t in ax.texts] == ["every mean ≥ 0.99"]
     budget_ax = [a for a in budget_curves(report).axes if a.get_visible()][0]
     assert [t.get_text() for t in budget_ax.get_xticklabels()] == ["100", "final"]
     assert {line.get_label() for line in budget_ax.get_lines()} >= {"transformer", "rnn"}

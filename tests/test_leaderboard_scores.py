@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy import stats as scipy_stats
 
-from leaderboard_synth import WALK, ladder, seeds, sections
+from leaderboard_synth import WALK, ladder, seeds, sections, v3
 from tokbench.leaderboard import notes, stats
 from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.document import Heading, Image, Table, document
@@ -38,6 +38,12 @@ def _suite(n: int | list[int] = 3) -> list[dict]:
             + ladder("deterministic-walk", "transformer", [0.97, 0.99, 1.0], n=n, pitfall=PITFALL,
                      family="transformer")
             + _not_applicable("mqar", "mlp"))
+
+
+def _floored(recs: list[dict]) -> list[dict]:
+    """``recs`` with a chance accuracy of 0 on every run: the scores are the same numbers on the chance scale, whose
+    floor (a score of 0) bold is tested against where no baseline was run."""
+    return v3(recs, chance=0.0)
 
 
 def _not_applicable(task: str, model: str) -> list[dict]:
@@ -142,7 +148,7 @@ def test_score_table_columns_overall_pitfalls_and_order():
 
 
 def test_bold_is_the_best_learned_score_never_an_oracle():
-    texts = _texts(score_table(build_scores(build(_suite()))))
+    texts = _texts(score_table(build_scores(build(_floored(_suite())))))
     assert texts["transformer"]["Overall"].endswith("*") and not texts["attn-paper-a"]["Overall"].endswith("*")
     assert texts["transformer-2l"]["mqar"].endswith("*")
     assert not any(v.endswith("*") for v in texts["bayes-optimal (oracle)"].values())
@@ -153,7 +159,7 @@ def test_bold_extends_to_scores_shown_equivalent_and_not_to_overlaps():
     base = ladder("mqar", "a", [0.9, 0.8, 0.7], n=20, spread=0.001, examples=100000)
     twin = ladder("mqar", "b", [0.901, 0.8, 0.7], n=20, spread=0.001, examples=100000)
     noisy = ladder("mqar", "c", [0.89, 0.8, 0.7], n=3, spread=0.05)
-    scores = build_scores(build(base + twin + noisy))
+    scores = build_scores(build(_floored(base + twin + noisy)))
     texts = _texts(score_table(scores))
     assert texts["b"]["mqar"].endswith("*") and texts["a"]["mqar"].endswith("*")  # equivalent within 0.02
     top, wide = (scores.score("mqar", r).stat for r in scores.rows if r.model in ("b", "c"))
@@ -200,7 +206,7 @@ def test_sections_without_ladders_have_no_scores():
 
 
 def test_scores_lead_their_section_in_every_format():
-    board_sections = sections(_suite() + seeds(3, [0.5, 0.5, 0.5]), "tokbench")
+    board_sections = sections(_floored(_suite()) + seeds(3, [0.5, 0.5, 0.5]), "tokbench")
     images = {"tokbench": [p.image for p in plan(build_report(board_sections[0]), "tokbench-")]}
     md = render(board_sections, "md", images)
     headings = [line for line in md.splitlines() if line.startswith("### ")]
@@ -277,7 +283,7 @@ def test_two_rankings_are_two_views_of_one_report():
     models, and mark the best of their own rows."""
     from tokbench.leaderboard.report import ARCHITECTURES, SINGLE_LAYERS
 
-    report = build_report(sections(_suite(), "tokbench")[0])
+    report = build_report(sections(_floored(_suite()), "tokbench")[0])
     architectures, single = report.rankings
     assert (architectures.title, single.title) == (ARCHITECTURES, SINGLE_LAYERS)
     # transformer has an Overall; mlp (n/a on mqar) and transformer-2l (no random-walk) follow in the board's order
@@ -342,3 +348,47 @@ def test_a_section_without_ladders_says_why_its_tasks_rank_nothing():
     assert bias.startswith("scc-implicit-bias (train split): scored on its training split")
     md = render(sections(solved + learned + open_task + training), "md")
     assert "Why these tasks rank nothing" in md and "deterministic-walk: the last-token" not in md
+
+
+# ---- the review's findings: bold needs a floor; claims that agree with bold; ties as ties; the oracle's 1 ----------
+
+def test_score_bold_without_a_baseline_needs_the_chance_scale_and_a_score_shown_above_0():
+    near = ladder("mqar", "a", [0.51, 0.51, 0.51], spread=0.005) + ladder("mqar", "b", [0.5, 0.5, 0.5], spread=0.005)
+    scores = build_scores(build(near))  # the older scale, no baseline: no floor, nothing bold, a note says so
+    assert not any(s.best for s in scores.cells.values()) and scores.unfloored == [OVERALL, "mqar"]
+    assert ("No floor, so nothing bold, in Overall, mqar: no baseline has a score there and the records carry no "
+            "chance accuracy.") in score_table(scores).notes
+    at_chance = build_scores(build(v3(near, chance=0.5)))  # scores of 0.02 and 0: neither shown above 0
+    assert not any(s.best for s in at_chance.cells.values()) and at_chance.unfloored == []
+    above = build_scores(build(v3(ladder("mqar", "a", [0.9, 0.9, 0.9]) + ladder("mqar", "b", [0.5, 0.5, 0.5]),
+                                  chance=0.5)))
+    assert [r.model for r in above.rows if above.score("mqar", r).best] == ["a"]
+
+
+def test_a_claim_shown_higher_and_within_the_margin_says_both():
+    a = ladder("mqar", "a", [0.996, 0.996, 0.996], n=20, spread=0.001, examples=100000)
+    b = ladder("mqar", "b", [0.993, 0.993, 0.993], n=20, spread=0.001, examples=100000)
+    scores = build_scores(build(_floored(a + b)))
+    assert all(scores.score("mqar", r).best for r in scores.ranked)  # equivalent: both bold
+    line = next(line for line in notes.score_claims(scores) if line.startswith("mqar"))
+    assert "a is higher than b by 0.003 to 0.003" in line
+    assert "within the ±0.02 margin (equivalent by TOST at 5%)" in line
+    assert "scores higher than" not in line
+
+
+def test_the_leader_is_named_by_the_shown_means_and_a_tie_is_a_tie():
+    a = ladder("mqar", "a", [1.0, 1.0, 1.0], spread=0.0)
+    b = ladder("mqar", "b", [1.0, 1.0, 1.0], spread=0.0)
+    line = next(line for line in notes.score_claims(build_scores(build(a + b))) if line.startswith("mqar"))
+    assert line.startswith("mqar (not in Overall): a at 1.000 (") and " and b at 1.000 (" in line
+    assert "tie for the highest mean shown" in line and "scores highest" not in line
+
+
+def test_the_oracle_row_scores_exactly_1_with_no_floor():
+    oracle = v3(ladder("mqar", "bayes-optimal", [0.9, 0.9, 0.9], spread=0.0), chance=0.25, oracle=0.9)
+    learned = v3(ladder("mqar", "a", [0.9, 0.9, 0.9], spread=0.0), chance=0.25, oracle=0.9)
+    scores = build_scores(build(oracle + learned))
+    top = next(r for r in scores.rows if r.oracle)
+    assert scores.score("mqar", top).stat.interval == (1.0, 1.0)  # exactly 1 by construction: no interval to show
+    row = next(r for r in scores.rows if not r.oracle)  # a learned model at the oracle's accuracy keeps its floor
+    assert scores.score("mqar", row).stat.low < 1.0

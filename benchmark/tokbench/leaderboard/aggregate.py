@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from tokbench.errors import UsageError
-from tokbench.leaderboard.stats import ABOVE, MATCHES, Stat, binomial_var, compare, metric_range, summarise
+from tokbench.leaderboard.stats import (ABOVE, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, Stat, binomial_var, compare,
+                                        metric_range, summarise)
 
 # Metrics of every successful run; any other metric is a diagnostic, present only where it applies.
 CORE_METRICS = ("accuracy", "train_accuracy", "val_accuracy", "test_accuracy", "bayes_accuracy", "normalized_accuracy",
@@ -33,7 +34,8 @@ ORACLE_FAMILY, BASELINE_FAMILY = "oracle", "baseline"
 # The single attention layers of the theory papers (positional encodings, initialisations, [A]'s and [B]'s layers)
 # declare this family (ModelSpec.family): a score table ranks them apart from the architectures.
 SINGLE_LAYER_FAMILY = "attention (1 layer)"
-# The baselines a learned score must be told apart from before it is bold (and that decide which families count).
+# The built-in baselines (a task may add its own, family ``baseline``): a learned score must be told apart from every
+# baseline of its column before it is bold (:func:`bold_rule`), and last-token decides which families count.
 LAST_TOKEN, UNIFORM = "last-token", "uniform"
 
 
@@ -194,28 +196,45 @@ class Cell:
         starts = [((r.get("curve") or {}).get("accuracy") or [None])[0] for r in self.ok]
         return starts if starts and None not in starts else None
 
-    def eval_var(self, metric: str) -> float:
-        """The variance of one seed's ``metric`` from its finite evaluation set alone; 0 where it is unknown.
+    def eval_floor(self, metric: str) -> float | None:
+        """The variance of one seed's ``metric`` from its finite evaluation set alone: the floor of its interval.
 
         An accuracy on m sequences is a binomial proportion (an upper bound for per-position
-        scoring); ``excess_loss`` brings its own standard error.
+        scoring); ``excess_loss`` brings its own standard error. A split's accuracy on a split
+        whose size the task does not declare has a floor nobody can compute: None, so that
+        the cell shows no interval and no claim is made from it. Any other metric has no known
+        evaluation error: 0 (its interval is the seeds' alone).
         """
         if metric == "excess_loss":
             errors = [r["metrics"].get("excess_loss_se") for r in self.ok]
             return math.fsum(e * e for e in errors) / len(errors) if None not in errors else 0.0
         split = self.column.eval_split if metric == "accuracy" else metric.removesuffix("_accuracy")
-        examples = self.column.examples(split) if metric.endswith("accuracy") else None
+        if metric != "accuracy" and metric not in SPLIT_ACCURACIES:
+            return 0.0
         values = self.values(metric)
-        if examples is None or not values or metric in ("bayes_accuracy", "normalized_accuracy"):
+        if not values:
             return 0.0
-        return binomial_var(math.fsum(values) / len(values), examples, len(values))
+        return _binomial_floor(values, self.column.examples(split))
 
-    def untrained_var(self) -> float:
-        examples = self.column.examples("train")
+    def eval_var(self, metric: str) -> float:
+        """:meth:`eval_floor`, 0 where it is unknown (what ``tokbench run --target-ci`` predicts seeds with)."""
+        floor = self.eval_floor(metric)
+        return 0.0 if floor is None else floor
+
+    def untrained_examples(self) -> int | None:
+        """The sequences each seed's step-0 training accuracy was measured on: one training batch, i.e. the recipe's
+        ``batch_size`` new sequences (``data = "fresh"``) or of the training split, and the whole training split for
+        a full-batch recipe (``batch_size`` 0, or at least the split); None where that count is unknown."""
+        batch = self.row.train.get("batch_size") or 0
+        train = self.column.examples("train")
+        if batch and (self.row.train.get("data") == "fresh" or (train is not None and batch < train)):
+            return batch
+        return train
+
+    def untrained_floor(self) -> float | None:
+        """The evaluation floor of the step-0 value (:meth:`untrained_examples` sequences); None where unknown."""
         starts = self.untrained_values()
-        if examples is None or not starts:
-            return 0.0
-        return binomial_var(math.fsum(starts) / len(starts), examples, len(starts))
+        return _binomial_floor(starts, self.untrained_examples()) if starts else 0.0
 
     @property
     def sizes(self) -> tuple[list[int], list[int]]:
@@ -229,6 +248,17 @@ class Cell:
     def chosen_lrs(self) -> list[float]:
         """Learning rates picked on the validation split (empty without an lr grid)."""
         return sorted({r["train"]["lr"] for r in self.ok if r["train"].get("lr_grid")})
+
+
+# The accuracies whose evaluation set is a split of the task (``accuracy`` is the eval split's).
+SPLIT_ACCURACIES = ("train_accuracy", "val_accuracy", "test_accuracy")
+
+
+def _binomial_floor(values: list[float], examples: int | None) -> float | None:
+    """The binomial variance of one of ``values`` (proportions on ``examples`` sequences each); None if unknown."""
+    if examples is None:
+        return None
+    return binomial_var(math.fsum(values) / len(values), examples, len(values))
 
 
 @dataclass
@@ -341,9 +371,9 @@ def _summarise_cell(cell: Cell) -> None:
     for name in names:
         # A diagnostic is absent where it does not apply (null where it was not finite); it is averaged
         # over the runs that have it.
-        cell.metrics[name] = summarise(cell.values(name), cell.eval_var(name), metric_range(name))
+        cell.metrics[name] = summarise(cell.values(name), cell.eval_floor(name), metric_range(name))
     starts = cell.untrained_values()
-    cell.untrained = summarise(starts, cell.untrained_var(), metric_range("accuracy")) if starts else None
+    cell.untrained = summarise(starts, cell.untrained_floor(), metric_range("accuracy")) if starts else None
     for name in ("steps", "final_loss", "wall_seconds"):
         values = [r["train"][name] for r in cell.ok if _finite(r["train"].get(name))]
         setattr(cell, name, summarise(values, bounds=metric_range(name)) if values else None)
@@ -363,23 +393,61 @@ def _bayes(cells: list[Cell]) -> dict[int, float]:
     return per_seed
 
 
+# What bold is tested against on a column (:func:`column_floor`): the baselines run on it, else the chance accuracy
+# every seed records, else nothing (no floor: nothing is bold).
+FLOOR_BASELINES, FLOOR_CHANCE, NO_FLOOR = "baselines", "chance", ""
+
+
+def bold_rule() -> str:
+    """The one rule of bold, in the words every caption, method text and docs/scores.md use, from the constants the
+    code applies (:func:`_mark_best` here, :func:`scores._mark_best` for the score tables)."""
+    return (f"Bold: in each column, the highest mean of a learned model and every learned model's mean shown "
+            f"equivalent to it within ±{MARGIN:g} (TOST at {1 - CONFIDENCE:.0%}, at least {MIN_SEEDS} seeds), "
+            f"where also shown above every baseline run on the column (the {CONFIDENCE:.0%} interval of the "
+            f"difference above 0) or, without a baseline, above the chance accuracy its seeds record (a score of 0); "
+            f"a column with neither has no floor and nothing bold.")
+
+
+def floors(cells: list[Cell]) -> list[Cell]:
+    """The baselines of a column with an accuracy: what a bold cell must be shown above."""
+    return [c for c in cells if c.row.baseline and not c.row.oracle and c.accuracy is not None]
+
+
+def column_floor(cells: list[Cell]) -> str:
+    """What bold is tested against on the column of ``cells`` (see :func:`bold_rule`)."""
+    if floors(cells):
+        return FLOOR_BASELINES
+    scored = [c for c in cells if c.accuracy is not None and not c.row.pinned]
+    if scored and all(len(c.values("chance_accuracy")) == len(c.ok) for c in scored):
+        return FLOOR_CHANCE
+    return NO_FLOOR
+
+
 def _mark_best(cells: list[Cell]) -> None:
-    """Bold: the highest mean among learned models, and every mean shown equivalent to it, provided the cell is
-    shown above both the ``last-token`` and the ``uniform`` baseline of its column.
+    """Bold, by :func:`bold_rule`: the highest mean among learned models, and every mean shown equivalent to it,
+    provided the cell is shown above every baseline of its column, or, without one, above its seeds' own chance
+    accuracy; a column with neither has nothing bold.
 
     Equivalent: on the same seeds, the per-seed difference is within +-``MARGIN`` by
     :func:`stats.compare` (at least 3 seeds); above a baseline: the 95% interval of the
     per-seed difference from it lies above 0 (a baseline not run on the column asks
-    nothing). Oracles and baselines are never best.
+    nothing); above chance: the same test against the per-seed ``chance_accuracy`` (a
+    constant of the seed's test sequences, so only the cell's evaluation variance).
+    Oracles and baselines are never best.
     """
     scored = [c for c in cells if c.accuracy is not None and not c.row.pinned]
-    if not scored:
+    floor = column_floor(cells)
+    if not scored or floor == NO_FLOOR:
         return
-    references = [c for c in cells if c.row.model in (LAST_TOKEN, UNIFORM) and c.accuracy is not None]
+    references = floors(cells)
     top = max(scored, key=lambda c: c.accuracy.mean)
     for cell in scored:
         best = cell.accuracy.mean == top.accuracy.mean or (cell.seeds == top.seeds and _paired(cell, top) == MATCHES)
-        cell.best = best and all(_paired(cell, ref) == ABOVE for ref in references)
+        if floor == FLOOR_BASELINES:
+            cell.best = best and all(_paired(cell, ref) == ABOVE for ref in references)
+        else:
+            cell.best = best and compare(cell.values("accuracy"), cell.values("chance_accuracy"),
+                                         cell.eval_floor("accuracy")).verdict == ABOVE
 
 
 def _paired(cell: Cell, other: Cell) -> str | None:
@@ -390,7 +458,12 @@ def _paired(cell: Cell, other: Cell) -> str | None:
     mine = dict(zip(cell.seeds, cell.values("accuracy")))
     theirs = dict(zip(other.seeds, other.values("accuracy")))
     return compare([mine[s] for s in shared], [theirs[s] for s in shared],
-                   cell.eval_var("accuracy") + other.eval_var("accuracy")).verdict
+                   add_floors(cell.eval_floor("accuracy"), other.eval_floor("accuracy"))).verdict
+
+
+def add_floors(*terms: float | None) -> float | None:
+    """The evaluation variance of a difference (the sum of its terms'); None where any is unknown."""
+    return None if None in terms else math.fsum(terms)
 
 
 def _name_columns(columns: list[Column], weight: Counter[str]) -> None:

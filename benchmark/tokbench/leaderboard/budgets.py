@@ -22,12 +22,13 @@ from tokbench.leaderboard.scores import Scores, build_scores
 @dataclass(frozen=True)
 class Stability:
     """Kendall's tau between the rankings of one score column at two budgets, over the ``n`` learned models scored
-    at both; ``tau`` None where it is undefined (fewer than two models, or a ranking all ties)."""
+    at both; ``tau`` None where it is undefined (fewer than two models, or a ranking all ties). A description, with
+    no p-value: the two budgets score largely the same runs (a run that stopped before the later one keeps its final
+    accuracy at both), so "no association" is no hypothesis worth testing."""
 
     column: str
     between: tuple[str, str]
     tau: float | None
-    pvalue: float | None
     n: int
 
 
@@ -64,12 +65,9 @@ def rank_stability(before: Scores, after: Scores, column: str, between: tuple[st
     pairs = [(a.stat.mean, b.stat.mean) for row in after.ranked
              if (a := before.score(column, row)).stat is not None and (b := after.score(column, row)).stat is not None]
     if len(pairs) < 2:
-        return Stability(column, between, None, None, len(pairs))
-    result = kendalltau(*zip(*pairs))
-    tau, pvalue = float(result.statistic), float(result.pvalue)
-    if math.isnan(tau):
-        return Stability(column, between, None, None, len(pairs))
-    return Stability(column, between, tau, pvalue, len(pairs))
+        return Stability(column, between, None, len(pairs))
+    tau = float(kendalltau(*zip(*pairs)).statistic)
+    return Stability(column, between, None if math.isnan(tau) else tau, len(pairs))
 
 
 # Mean accuracy gained between the last budget below the cap and the cap, above which a cell is still learning.
@@ -79,8 +77,8 @@ RISING = 0.02
 @dataclass(frozen=True)
 class StillRising:
     """A cell whose runs reached the step cap while its mean test accuracy still climbed by more than
-    :data:`RISING` from the budget before (``before`` steps) to the cap (``cap`` steps): its score is a lower
-    bound of what the model reaches with more training."""
+    :data:`RISING` from the budget before (``before`` steps) to the cap (``cap`` steps): its score may be a lower
+    bound of what the model reaches with more training (a rule on the means, no test)."""
 
     cell: Cell
     before: int
@@ -121,15 +119,16 @@ def _mean_accuracy(cell: Cell, step: int) -> float | None:
 
 
 def rising_text(found: list[StillRising]) -> str:
-    """The cells still learning at the cap in one sentence ("" when none): their scores are lower bounds."""
+    """The cells still learning at the cap in one sentence ("" when none): their scores may be lower bounds (the
+    rule compares two means, with no test, so it says "may")."""
     if not found:
         return ""
     cells = "; ".join(f"{item.cell.row.label or item.cell.row.model} on {item.cell.column.label or item.cell.column.task}"
                       f" ({item.accuracy_before:.3f} at {item.before:,} steps, {item.accuracy_at_cap:.3f} at "
                       f"{item.cap:,})" for item in found)
     return (f"Still learning at the cap ({len(found)} cell{'s' if len(found) > 1 else ''}; mean test accuracy rose by "
-            f"more than {RISING} over the last budget): {cells}. These scores are lower bounds of what more training "
-            "reaches; the cap is not shown to be past their plateau.")
+            f"more than {RISING} over the last budget, a rule on the means with no test): {cells}. These scores may be "
+            "lower bounds of what more training reaches; the cap is not shown to be past their plateau.")
 
 
 def budget_text(board: Leaderboard) -> str:
@@ -152,8 +151,8 @@ def budget_text(board: Leaderboard) -> str:
             f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken); scores "
             "are taken at the final step.")
     rising = len(still_rising(board))
-    return (f"{text} {rising} cell{'s were' if rising > 1 else ' was'} still learning at the cap: lower bounds, "
-            "named under the tables." if rising else text)
+    return (f"{text} {rising} cell{'s were' if rising > 1 else ' was'} still learning at the cap (may be lower "
+            "bounds), named under the tables." if rising else text)
 
 
 def _cap(rec: dict[str, Any]) -> int:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from tokbench.leaderboard import notes
-from tokbench.leaderboard.aggregate import format_params
+from tokbench.leaderboard.aggregate import bold_rule, format_params
 from tokbench.leaderboard.report import Report
 from tokbench.leaderboard.stats import INTERVAL
 from tokbench.leaderboard.views import PAGE_CHARS, Table, column_header, fit, row_header
@@ -138,9 +138,8 @@ def _tables(report: Report, level: int, width: int) -> list[Block]:
     blocks: list[Block] = []
     if (accuracy := report.tables.accuracy) is not None:
         blocks += [Heading("Accuracy", level),
-                   Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. Bold marks the best "
-                             "learned model of each column and those shown equivalent to it; oracles are marked "
-                             "and never bold. Task parameters:"),
+                   Paragraph(f"Mean accuracy over seeds and, in parentheses, its {INTERVAL}. {bold_rule()} "
+                             "Task parameters:"),
                    *fit(accuracy, width)]
     if (training := report.tables.training) is not None:
         blocks += [Heading("Scored on the training split", level),

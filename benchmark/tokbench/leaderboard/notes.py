@@ -8,15 +8,19 @@ intervals):
   accuracy and the optimum is equivalent to 0 within +-``MARGIN`` (TOST);
 - *below the Bayes optimum*: the ``CONFIDENCE`` interval of that difference is below 0;
 - *stays at its untrained accuracy* (chance, named): the per-seed difference
-  from the model's own accuracy before training (its training accuracy at step 0)
-  is equivalent to 0 within +-``MARGIN``;
+  from the model's own accuracy before training (its training accuracy at step 0,
+  measured on one training batch: its evaluation error is that batch's) is
+  equivalent to 0 within +-``MARGIN``;
 - *differs from*: a variant and its base configuration differ by a Welch test;
 - *scores higher than* (score table): the ``CONFIDENCE`` Welch interval of the
   difference between the two highest learned scores of a column excludes 0,
-  else they are *not distinguishable*.
+  else they are *not distinguishable*; where the difference is also shown within
+  +-``MARGIN`` it is *higher by low to high, within the margin*.
 
 No claim is made about a cell with fewer than ``MIN_SEEDS`` seeds, about an
-oracle, or about a task scored on its training split against the optimum.
+oracle, about a cell whose evaluation set's size is unknown, or about a task
+scored on its training split against the optimum. Each claim is a test at 5% on
+its own: no correction is made across the claims of a page.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from typing import Any
 
 from tokbench import verification
 from tokbench.leaderboard import stats
-from tokbench.leaderboard.aggregate import DIGITS, LAST_TOKEN, Cell, Leaderboard, format_value
+from tokbench.leaderboard.aggregate import DIGITS, LAST_TOKEN, Cell, Leaderboard, add_floors, bold_rule, format_value
 from tokbench.leaderboard.scores import Scores, learned
 from tokbench.leaderboard.stats import ABOVE, BELOW, CONFIDENCE, MARGIN, MATCHES, MIN_SEEDS, UNDECIDED, Comparison
 
@@ -40,7 +44,7 @@ def versus_bayes(cell: Cell) -> Comparison | None:
     optimum = cell.column.bayes_by_seed
     if cell.column.on_training_split or cell.row.oracle or not cell.ok or any(s not in optimum for s in cell.seeds):
         return None
-    return stats.compare(cell.values("accuracy"), [optimum[s] for s in cell.seeds], cell.eval_var("accuracy"))
+    return stats.compare(cell.values("accuracy"), [optimum[s] for s in cell.seeds], cell.eval_floor("accuracy"))
 
 
 def versus_untrained(cell: Cell) -> Comparison | None:
@@ -48,7 +52,8 @@ def versus_untrained(cell: Cell) -> Comparison | None:
     starts = cell.untrained_values()
     if not cell.row.trained or cell.row.oracle or not starts or len(cell.values("accuracy")) != len(starts):
         return None
-    return stats.compare(cell.values("accuracy"), starts, cell.eval_var("accuracy") + cell.untrained_var())
+    floor = add_floors(cell.eval_floor("accuracy"), cell.untrained_floor())
+    return stats.compare(cell.values("accuracy"), starts, floor)
 
 
 def _names(labels: list[str]) -> str:
@@ -69,7 +74,8 @@ def _list(cells: list[Cell]) -> str:
 def _who(chosen: list[Cell], cells: list[Cell]) -> tuple[str, bool]:
     """Name ``chosen`` among ``cells`` as briefly as is exact; the flag says whether the verb is plural."""
     if len(cells) > 1 and len(chosen) == len(cells):
-        return "every model tested", False
+        return ("every model tested" if any(not c.row.baseline for c in cells)
+                else "every model tested (baselines only: no learned model was run)"), False
     rest = [c for c in cells if c not in chosen]
     if rest and len(rest) < len(chosen) and len(rest) <= NAMED_WITH_ACCURACY:
         return f"every model tested except {_list(rest)}", False
@@ -108,8 +114,9 @@ def findings(board: Leaderboard) -> list[str]:
 
 def unranked(board: Leaderboard) -> list[str]:
     """Why a task of the section can rank no model, from its numbers: it is scored on its training split, or the
-    ``last-token`` baseline matches its Bayes optimum (no model can score above that; equivalence test as in
-    :func:`findings`). One line per such column."""
+    ``last-token`` baseline matches its Bayes optimum (equivalence test as in :func:`findings`): no model's
+    expected accuracy exceeds the optimum, so none is more than the upper end of the ``CONFIDENCE`` interval of
+    the optimum minus the baseline above it. One line per such column."""
     lines = []
     for column in board.columns:
         last = next((c for c in board.column_cells(column) if c.row.model == LAST_TOKEN), None)
@@ -117,9 +124,11 @@ def unranked(board: Leaderboard) -> list[str]:
             lines.append(f"{column_header(column)}: scored on its training split (it measures what training finds), so "
                          "it has no optimum to rank models against.")
         elif last is not None and (versus := versus_bayes(last)) is not None and versus.verdict == MATCHES:
+            room = max(0.0, -versus.low)  # the upper end of the interval of optimum - last-token
             lines.append(f"{column_header(column)}: the last-token baseline matches the Bayes optimum "
                          f"{column.bayes.mean:.{DIGITS}f} (equivalent within ±{MARGIN:g}), so no model can score "
-                         "above a count of next tokens.")
+                         f"more than {room:.{DIGITS}f} above it in expectation (the upper end of the {LEVEL} interval "
+                         "of the optimum minus the baseline).")
     return lines
 
 
@@ -143,9 +152,11 @@ def _bayes_findings(name: str, optimum: float, cells: list[Cell]) -> list[str]:
         lines.append(f"{name}: " + _sentence(_who(groups[BELOW], cells), "is", "are",
                                              f"below {bayes} ({LEVEL} interval of the difference below 0)."))
     if groups[UNDECIDED]:
+        counts = sorted({verdicts[c.row.key].n for c in groups[UNDECIDED]})
+        n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
         lines.append(f"{name}: " + _sentence(_who(groups[UNDECIDED], cells), "is", "are",
                                              f"neither shown to match {bayes} within ±{MARGIN:g} nor shown below "
-                                             "it (more seeds would decide)."))
+                                             f"it (undecided at n = {n})."))
     if groups[ABOVE]:
         lines.append(f"{name}: " + _sentence(_who(groups[ABOVE], cells), "scores", "score",
                                              f"above {bayes} on held-out data, which only chance or a wrong "
@@ -167,7 +178,7 @@ def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
             if variant is base:
                 continue
             a, b = variant.values("accuracy"), base.values("accuracy")
-            if stats.differs(a, variant.eval_var("accuracy"), b, base.eval_var("accuracy")):
+            if stats.differs(a, variant.eval_floor("accuracy"), b, base.eval_floor("accuracy")):
                 direction = "higher" if stats.mean(a) > stats.mean(b) else "lower"
                 lines.append(f"{name}: {_with_accuracy(variant)} scores {direction} than {_with_accuracy(base)} "
                              f"({LEVEL} Welch interval of the difference excludes 0).")
@@ -175,45 +186,71 @@ def _variant_contrasts(name: str, cells: list[Cell]) -> list[str]:
 
 
 def score_claims(scores: Scores) -> list[str]:
-    """Per score column: the highest-scoring learned model, and whether a Welch test tells it from the runner-up."""
+    """Per score column: the highest-scoring learned model, and whether a Welch test tells it from the runner-up.
+
+    The models are ordered by the means shown (cut to the score's range), and those whose shown means are equal
+    are named as a tie; the test compares the first two, on their uncut estimates. Where the interval of the
+    difference excludes 0 and the equivalence test also holds (both can, and both then make bold), the claim
+    says the leader is higher by that interval, within the margin.
+    """
     lines = []
     for column in scores.columns:
-        ranked = learned(scores, column)
+        ranked = sorted(learned(scores, column), key=lambda item: (-item[1].stat.mean, -item[1].estimate.value))
         if len(ranked) < 2:
             continue
         (leader, first), (runner, second) = ranked[:2]
-        head = (f"{scores.title(column)}: {leader.label} scores highest at {measure_text(Measure(first.stat))}, "
-                f"then {runner.label} at {measure_text(Measure(second.stat))}")
+        shown = f"{first.stat.mean:.{DIGITS}f}"
+        tied = [(row, score) for row, score in ranked if f"{score.stat.mean:.{DIGITS}f}" == shown]
+        title = scores.title(column)
+        if len(tied) > NAMED_WITH_ACCURACY:  # names only: the table has their intervals
+            head = f"{title}: {_names([r.label for r, _ in tied])} tie for the highest mean shown, {shown}"
+        elif len(tied) > 1:
+            head = f"{title}: {_names([_with_stat(r, s) for r, s in tied])} tie for the highest mean shown"
+        else:
+            head = (f"{scores.title(column)}: {leader.label} scores highest at {measure_text(Measure(first.stat))}, "
+                    f"then {runner.label} at {measure_text(Measure(second.stat))}")
         test = stats.compare_scores(first.estimate, second.estimate)
         if test.verdict is None:
-            lines.append(f"{head}; no claim (a cell behind either score has fewer than {MIN_SEEDS} seeds).")
+            why = (f"fewer than {MIN_SEEDS} seeds" if min(first.estimate.seeds, second.estimate.seeds) < MIN_SEEDS
+                   else "a test set of unknown size")
+            lines.append(f"{head}; no claim (a cell behind either score has {why}).")
             continue
         interval = f"{LEVEL} Welch interval of the difference {test.low:.{DIGITS}f} to {test.high:.{DIGITS}f}"
-        if test.low > 0:
+        if test.low > 0 and test.verdict == MATCHES:
+            lines.append(f"{head}; {leader.label} is higher than {runner.label} by {test.low:.{DIGITS}f} to "
+                         f"{test.high:.{DIGITS}f} ({LEVEL} Welch interval of the difference), within the ±{MARGIN:g} "
+                         f"margin (equivalent by TOST at {ALPHA}).")
+        elif test.low > 0:
             lines.append(f"{head}; {leader.label} scores higher than {runner.label} ({interval} excludes 0).")
+        elif test.high < 0:  # the higher shown mean, the lower estimate: a cut to the range reordered them
+            lines.append(f"{head}; {runner.label} scores higher than {leader.label} before the cut to the range "
+                         f"({interval} excludes 0).")
         else:
             lines.append(f"{head}; {leader.label} is not distinguishable from {runner.label} ({interval} "
                          "contains 0).")
     return lines
 
 
+def _with_stat(row: Any, score: Any) -> str:
+    return f"{row.label} at {measure_text(Measure(score.stat))}"
+
+
 def stability_claims(budgets: Any) -> list[str]:
-    """How stable each score column's ranking is between the last two budgets (Kendall's tau-b)."""
+    """How stable each score column's ranking is between the last two budgets (Kendall's tau-b). No p-value: both
+    budgets score largely the same runs (a run that stopped earlier keeps its final accuracy at every later
+    budget), so a test of "no association" between them would test nothing worth stating."""
     if budgets is None or not budgets.stability:
         return []
     first = budgets.stability[0].between
-    parts = [f"{s.column} tau {s.tau:.2f} (n={s.n}{_p(s.pvalue)})" if s.tau is not None
+    parts = [f"{s.column} tau {s.tau:.2f} (n={s.n})" if s.tau is not None
              else f"{s.column} undefined (n={s.n})" for s in budgets.stability]
     return [f"Ranking stability from {_budget(first[0])} to {_budget(first[1])} (Kendall's tau-b of the learned "
-            f"models' scores; 1 = the same order): " + "; ".join(parts) + "."]
+            f"models' scores, a description with no test: both budgets score largely the same runs; 1 = the same "
+            f"order): " + "; ".join(parts) + "."]
 
 
 def _budget(label: str) -> str:
     return "the final step" if label == "final" else f"{int(label):,} steps"
-
-
-def _p(pvalue: float | None) -> str:
-    return "" if pvalue is None else f", p={pvalue:.2g}"
 
 
 def score_method() -> str:
@@ -228,17 +265,22 @@ def score_method() -> str:
             f"score is above the last-token baseline's by more than {MARGIN:g} (the {LEVEL} Welch interval of the "
             f"difference above +{MARGIN:g}) and it ranks: no more than half of the learned models with a score there "
             f"are shown within ±{MARGIN:g} of the optimum, nor more than half within ±{MARGIN:g} of a baseline (each "
-            f"baseline tested at 5% over their number, so each model's claim about any of them holds at 5%); "
+            f"baseline tested at {ALPHA} over their number, so each model's claim about any of them holds at {ALPHA}); "
             f"pitfall families are shown apart and never count. The parenthesis is "
             f"the {LEVEL} interval of the score as an estimate from these seeds, cut at 1, which no expected score "
             f"can exceed; n is the fewest seeds of any cell behind it. The rungs are fixed by the protocol, so their "
             f"spread is no sampling error; each cell adds its variance over seeds (never below its evaluation "
             f"set's) and the interval is Student's t with Welch-Satterthwaite degrees of freedom "
-            f"({_score_coverage_text()}). Bold marks the best learned score of a column and those shown equivalent "
-            f"to it within ±{MARGIN:g}, where it is also shown above both the last-token and the uniform "
-            f"baselines. A claim under the table compares the two highest learned scores of a column by a Welch "
-            f"test; none is made with fewer than {MIN_SEEDS} seeds in a cell behind either. Full method: "
-            f"docs/scores.md.")
+            f"({_score_coverage_text()}; {ADAPTIVE_COVERAGE}). {bold_rule()} A claim under the table compares the "
+            f"two highest learned scores of a column by a Welch test; none is made with fewer than {MIN_SEEDS} seeds "
+            f"in a cell behind either. {MULTIPLICITY} Full method: docs/scores.md.")
+
+
+# What the coverage simulations do not cover, and how many claims a page makes at once: said wherever coverage or
+# claims are.
+ADAPTIVE_COVERAGE = ("seeds fixed in advance; a cell seeded by `--target-ci` (seeds added until its interval is "
+                     "narrow) may cover less")
+MULTIPLICITY = f"Each claim is a test at {ALPHA}, uncorrected for the number of claims on the page."
 
 
 @lru_cache(maxsize=1)
@@ -263,7 +305,8 @@ def _coverage_text() -> str:
     return (f"Coverage of the nominal {stats.CONFIDENCE:.0%} interval, simulated on "
             f"{stats.COVERAGE_TRIALS} synthetic cells per setting (true accuracy {stats.COVERAGE_MEAN:g} with normal "
             f"seed-to-seed variation, each seed scored on {stats.COVERAGE_EXAMPLES} fresh test sequences): "
-            + "; ".join(parts) + ". Where the evaluation sets' error dominates, the interval is conservative.")
+            + "; ".join(parts) + ". Where the evaluation sets' error dominates, the interval is conservative. "
+            + f"Simulated with {ADAPTIVE_COVERAGE}.")
 
 
 def method() -> list[str]:
@@ -272,15 +315,16 @@ def method() -> list[str]:
         "Each cell is the mean of metrics.accuracy over seeds on the task's evaluation split (the test split "
         f"unless the column names another); the parenthesis is the {stats.INTERVAL}. A cell with one seed shows "
         "n=1 and no interval; n/a marks a pairing that does not apply (e.g. a task scored at every position "
-        "and a model that predicts only the last one).",
+        "and a model that predicts only the last one). A cell whose task declares no size for its evaluation split "
+        "shows n=k: no interval, and no claim is made from it.",
         _coverage_text(),
         f"Claims are tests on per-seed differences, never overlaps of intervals: a model matches the Bayes optimum "
         f"when the difference is equivalent to 0 within ±{MARGIN:g} (two one-sided tests at {ALPHA}); it is below it "
         f"when the {LEVEL} interval of the difference lies below 0; it stays at its untrained accuracy (its training "
-        f"accuracy at step 0) when that difference is equivalent to 0 within ±{MARGIN:g}; a variant differs from "
-        f"its base configuration when the {LEVEL} Welch interval excludes 0. No claim is made with fewer than "
-        f"{MIN_SEEDS} seeds. Bold marks the highest mean of a column among learned models and every mean shown "
-        f"equivalent to it within ±{MARGIN:g} on the same seeds.",
+        f"accuracy at step 0, measured on one training batch, whose size sets its evaluation error) when that "
+        f"difference is equivalent to 0 within ±{MARGIN:g}; a variant differs from its base configuration when the "
+        f"{LEVEL} Welch interval excludes 0. No claim is made with fewer than {MIN_SEEDS} seeds. {MULTIPLICITY}",
+        bold_rule(),
         "The Bayes optimum row is the analytic optimum each task reports for its data (mean over seeds). Oracle "
         "rows, marked (oracle), are models that read the task's answer (e.g. the task's own Bayes predictor): "
         "they check the task and are never bold nor in a claim.",

@@ -332,7 +332,7 @@ def _table_json(ranking: Ranking) -> dict[str, Any]:
     scores, budgets, lengths = ranking.scores, ranking.budgets, ranking.lengths
     return {"counted": scores.counted, "dropped": scores.dropped, "columns": scores.columns,
             "stability": [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
-                           "pvalue": _round(s.pvalue), "n": s.n} for s in (budgets.stability if budgets else [])],
+                           "n": s.n} for s in (budgets.stability if budgets else [])],
             "rows": _rows_json(scores, budgets, lengths), "claims": ranking.claims}
 
 

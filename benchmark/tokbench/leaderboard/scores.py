@@ -98,6 +98,7 @@ class Scores:
     family: dict[str, str]  # each row's model family, by row key
     counted: list[str] = field(default_factory=list)
     dropped: dict[str, str] = field(default_factory=dict)
+    unfloored: list[str] = field(default_factory=list)  # columns with no floor to test bold against: none bold
 
     @property
     def ladders(self) -> list[Ladder]:
@@ -170,7 +171,7 @@ class RungValues:
     """One cell's per-seed scores under a pick, one score's evaluation variance, its bounds and its scale."""
 
     values: list[float]
-    eval_var: float
+    eval_var: float | None  # None: the test set's size is unknown
     low: float
     high: float
     scale: str
@@ -190,8 +191,14 @@ def rung_values(cell: Cell | None, pick: Pick = scale.final) -> RungValues | Not
     n = len(metrics)
     examples = cell.column.examples(cell.column.eval_split)
     scales = {scale.scale(m) for m in metrics}
-    return RungValues([scale.score(m) for m in metrics],
-                      math.fsum(scale.eval_var(m, examples, n) for m in metrics) / n,
+    values = [scale.score(m) for m in metrics]
+    if cell.row.oracle and scales == {CHANCE_SCALE} and all(v == 1.0 for v in values):
+        floor: float | None = 0.0  # the oracle's own accuracy on every seed: exactly 1 by construction, no error
+    elif examples is None:
+        floor = None  # a test set of unknown size: no floor can be computed, so no interval and no claim
+    else:
+        floor = math.fsum(scale.eval_var(m, examples, n) for m in metrics) / n
+    return RungValues(values, floor,
                       math.fsum(scale.lower_bound(m) for m in metrics) / n,
                       math.fsum(scale.upper_bound(m) for m in metrics) / n,
                       CHANCE_SCALE if scales == {CHANCE_SCALE} else BAYES_SCALE)
@@ -357,13 +364,20 @@ def learned(scores: Scores, column: str) -> list[tuple[Row, Score]]:
     return sorted(ranked, key=lambda item: -item[1].estimate.value)
 
 
+# The chance accuracy's score on the chance scale: exactly 0 for every run (the floor bold is tested against where a
+# column has no baseline's score).
+CHANCE = Estimate(0.0, 0.0, (), MIN_SEEDS)
+
+
 def _mark_best(scores: Scores, column: str) -> None:
-    """Bold: the highest learned score and every score shown equivalent to it, where the score is also shown
-    above every baseline's score on the column (``last-token``, ``uniform`` and any floor a task's baseline
-    gives, e.g. naming a value seen in the context).
+    """Bold, by :func:`aggregate.bold_rule`: the highest learned score and every score shown equivalent to it, where
+    the score is also shown above every baseline's score on the column (``last-token``, ``uniform`` and any floor a
+    task's baseline gives, e.g. naming a value seen in the context), or, where no baseline has a score there, above
+    chance, a score of 0 (every run on the chance scale: its records carry their chance accuracy); a column with
+    neither has no floor: nothing is bold, and ``scores.unfloored`` names it for the table's notes.
 
     Equivalent: :func:`stats.compare_scores` finds the difference within +-``MARGIN`` (TOST,
-    every cell with at least ``MIN_SEEDS`` seeds); above a baseline: its verdict is
+    every cell with at least ``MIN_SEEDS`` seeds); above a floor: its verdict is
     ``above`` (a baseline without a score on the column asks nothing). Oracles and
     baselines are never best.
     """
@@ -372,6 +386,11 @@ def _mark_best(scores: Scores, column: str) -> None:
         return
     references = [s.estimate for row in scores.pinned if row.baseline and not row.oracle
                   and (s := scores.score(column, row)).estimate is not None]
+    if not references:
+        if any(score.scale != CHANCE_SCALE for _, score in ranked):
+            scores.unfloored.append(column)
+            return
+        references = [CHANCE]
     top = ranked[0][1].estimate
     for row, score in ranked:
         best = score.estimate.value == top.value or compare_scores(score.estimate, top).verdict == MATCHES

@@ -49,7 +49,18 @@ models' scores share no cell, so their difference is again such a sum, and
 :func:`compare_scores` tests it as :func:`compare` does a paired difference.
 A cell with one seed has no variance: its score has no interval and no claim.
 Coverage is checked by simulation (:func:`score_coverage`) on ladders with
-unequal seed counts and spreads.
+unequal seed counts and spreads, each cell's seeds fixed in advance; ``tokbench run
+--target-ci`` adds seeds until an interval is narrow, a data-dependent stopping rule
+the simulations do not cover, which can lower the coverage of such cells.
+
+Where the evaluation set's size is unknown (a task that declares no ``{split}_size``),
+the floor cannot be computed: ``eval_var`` is None, and then :func:`summarise` gives no
+interval, :func:`compare`, :func:`differs` and :func:`compare_scores` no claim, and
+:func:`weighted_sum` no variance. A t interval alone could be of zero width there (every
+seed at 1.000) and claim a precision nothing shows.
+
+Each claim is a test at 5% on its own; no correction is made across the claims of a
+page (only "equivalent to some baseline", a claim about any of k, is Bonferroni-corrected).
 """
 from __future__ import annotations
 
@@ -166,18 +177,20 @@ def seeds_needed(values: Sequence[float], eval_var: float, half_width: float, ca
     return cap
 
 
-def summarise(values: Sequence[float], eval_var: float = 0.0, bounds: tuple[float, float] = UNBOUNDED,
+def summarise(values: Sequence[float], eval_var: float | None = 0.0, bounds: tuple[float, float] = UNBOUNDED,
               confidence: float = CONFIDENCE) -> Stat:
     """The mean of ``values`` (one per seed) and its interval, both inside ``bounds``.
 
-    ``eval_var`` is the variance of one value from its evaluation set alone (0 when
-    unknown). The mean is cut to ``bounds`` too (:func:`inside`).
+    ``eval_var`` is the variance of one value from its evaluation set alone (0 where the
+    metric has no known evaluation error, e.g. a diagnostic; None where it has one that
+    cannot be computed, an accuracy on an evaluation set of unknown size: then no
+    interval). The mean is cut to ``bounds`` too (:func:`inside`).
     """
     n = len(values)
     if n == 0:
         raise ValueError("no values to summarise")
     centre = inside(mean(values), bounds)
-    if n < 2:
+    if n < 2 or eval_var is None:
         return Stat(centre, None, None, n)
     half = _half_width(values, eval_var, confidence)
     return Stat(centre, max(bounds[0], centre - half), min(bounds[1], centre + half), n)
@@ -216,19 +229,20 @@ class Comparison:
     verdict: str | None
 
 
-def compare(values: Sequence[float], reference: Sequence[float], eval_var: float = 0.0,
+def compare(values: Sequence[float], reference: Sequence[float], eval_var: float | None = 0.0,
             margin: float = MARGIN) -> Comparison:
     """Test per-seed ``values`` against per-seed ``reference`` values (paired by seed).
 
     ``eval_var`` is the evaluation-set variance of one difference (the sum of the
-    variances of its two terms; 0 for an analytic reference such as the Bayes optimum).
+    variances of its two terms; 0 for an analytic reference such as the Bayes optimum;
+    None where it cannot be computed: no interval and no claim).
     """
     if len(values) != len(reference) or not values:
         raise ValueError("compare needs one reference value per seed")
     differences = [v - r for v, r in zip(values, reference)]
     n = len(differences)
     centre = mean(differences)
-    if n < 2:
+    if n < 2 or eval_var is None:
         return Comparison(centre, None, None, n, None)
     half = _half_width(differences, eval_var, CONFIDENCE)
     verdict = None
@@ -250,13 +264,13 @@ def _verdict(difference: float, half: float, equivalence: float, margin: float) 
     return UNDECIDED
 
 
-def differs(a: Sequence[float], a_var: float, b: Sequence[float], b_var: float) -> bool | None:
+def differs(a: Sequence[float], a_var: float | None, b: Sequence[float], b_var: float | None) -> bool | None:
     """Whether two cells' means differ: the 95% Welch interval of ``mean(a) - mean(b)`` excludes 0.
 
     ``a_var``/``b_var`` are the evaluation-set variances of one value of each. None (no
-    claim) when either cell has fewer than ``MIN_SEEDS`` seeds.
+    claim) when either cell has fewer than ``MIN_SEEDS`` seeds or an unknown evaluation variance.
     """
-    if min(len(a), len(b)) < MIN_SEEDS:
+    if min(len(a), len(b)) < MIN_SEEDS or a_var is None or b_var is None:
         return None
     va, vb = variance(a) / len(a), variance(b) / len(b)
     upper = (1 + CONFIDENCE) / 2
@@ -279,7 +293,7 @@ class Part:
 
     weight: float
     values: Sequence[float]
-    eval_var: float = 0.0
+    eval_var: float | None = 0.0  # None: unknown (the score gets no variance, so no interval and no claim)
 
 
 @dataclass(frozen=True)
@@ -332,7 +346,7 @@ def weighted_sum(parts: Sequence[Part]) -> Estimate:
         raise ValueError("a score needs at least one value in every cell")
     value = math.fsum(p.weight * mean(p.values) for p in parts)
     seeds = min(len(p.values) for p in parts)
-    if seeds < 2:
+    if seeds < 2 or any(p.eval_var is None for p in parts):
         return Estimate(value, None, (), seeds)
     terms = tuple((p.weight**2 * max(variance(p.values), p.eval_var) / len(p.values), len(p.values) - 1)
                   for p in parts)

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Union
 
-from tokbench.leaderboard.aggregate import DIGITS, Cell, Column, Leaderboard, Row, count_range, format_params
+from tokbench.leaderboard.aggregate import (DIGITS, NO_FLOOR, Cell, Column, Leaderboard, Row, column_floor, count_range,
+                                            format_params)
 from tokbench.leaderboard.scale import FINAL
 from tokbench.leaderboard.scores import OVERALL, Ladder, Score, Scores
 
@@ -145,7 +146,22 @@ def main_table(board: Leaderboard) -> Table | None:
                                for row in _ordered_rows(board, columns)]
     footer: list[Value] = [BAYES_ROW, *(Measure(c.bayes) for c in columns)]
     notes = [f"{column_header(c)}: {format_params(c.params)}" for c in columns]
+    notes += no_floor_notes([column_header(c) for c in columns if unfloored(board, c)])
     return Table("Accuracy", ["model", *(column_header(c) for c in columns)], rows, notes, footer)
+
+
+def no_floor_notes(names: list[str]) -> list[str]:
+    """The note naming the columns with no floor to test bold against (none: no note)."""
+    if not names:
+        return []
+    return [f"No floor, so nothing bold, in {', '.join(names)}: no baseline has a score there and the records carry "
+            "no chance accuracy."]
+
+
+def unfloored(board: Leaderboard, column: Column) -> bool:
+    """Whether the column has learned models but no floor for bold (:func:`aggregate.column_floor`)."""
+    cells = board.column_cells(column)
+    return any(c.accuracy is not None and not c.row.pinned for c in cells) and column_floor(cells) == NO_FLOOR
 
 
 def training_table(board: Leaderboard) -> Table | None:
@@ -224,8 +240,8 @@ def setting_header(name: str) -> str:
 def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = None) -> Table:
     """Models x score columns: Overall, each family, each pitfall apart, then Overall at each length setting.
 
-    Learned models are ranked by Overall; baselines and oracles are pinned apart. Bold marks
-    the best learned score per column and those shown equivalent to it (see :mod:`scores`).
+    Learned models are ranked by Overall; baselines and oracles are pinned apart. Bold follows
+    :func:`aggregate.bold_rule` (see :func:`scores._mark_best`); a note names a column without a floor.
     Where every score has the same seed count, cells leave it out and the notes state it.
     """
     overall = scores.columns[:1] if OVERALL in scores.columns else []
@@ -245,6 +261,7 @@ def score_table(scores: Scores, caption: str = "", lengths: Lengths | None = Non
     notes += [f"{ladder.title}: rungs {' | '.join(r.label for r in ladder.rungs)} ({' / '.join(ladder.axes)})"
               + (f"; pitfall: {ladder.pitfall}" if ladder.pitfall else "") for ladder in scores.ladders]
     notes += [f"{task}: not in {OVERALL} ({why})." for task, why in scores.dropped.items()]
+    notes += no_floor_notes([scores.title(column) for column in scores.unfloored])
     for name in settings:
         table = lengths.tables[name]
         unscored = [task for task in table.dropped if task not in scores.dropped]

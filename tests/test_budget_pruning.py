@@ -50,6 +50,17 @@ def test_replica_steps_count_a_stop_and_the_cap(pruning):
     assert sweep.replica_steps(400) == 3 * 300  # solved at 300: kept, and the sweep ends there
 
 
+def test_a_target_reached_at_the_last_check_before_the_cap_counts_as_solved_where_the_record_says_so(pruning):
+    curves = {"late": {"step": [100, 900], "accuracy": [0.5, 0.99]},
+              "capped": {"step": [100, 900], "accuracy": [0.6, 0.9]}}
+    final = {"late": 0.99, "capped": 0.9}
+    stated = record(curves, final)
+    stated["train"]["lr_selection_stopped_because"] = {"late": "target", "capped": "cap"}
+    (old,), (new,) = pruning.sweeps([record(curves, final)]), pruning.sweeps([stated])
+    assert old.replica_steps() == 2000  # without the stops, a curve ending at 900 reads as a run to the cap
+    assert new.replica_steps() == 900 + 1000 and new.chosen_at(950) == "late"
+
+
 def test_the_first_candidate_to_reach_its_target_is_kept_as_the_harness_keeps_it(pruning):
     curves = {"early": {"step": [100, 200], "accuracy": [0.5, 0.99]},
               "later": {"step": [100, 200, 300], "accuracy": [0.5, 0.9, 0.995]},

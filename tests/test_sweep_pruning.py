@@ -112,3 +112,4 @@ def test_a_patience_as_long_as_the_cap_keeps_every_candidates_checks_and_stops_n
     assert sorted(curves) == ["0.0003", "0.003", "0.03"]
     assert all(curve["step"] == [10, 20, 30] for curve in curves.values())  # no check at the cap
     assert swept.train["steps"] == 40 and swept.train["stopped_because"] == "cap"
+    assert swept.train["lr_selection_stopped_because"] == dict.fromkeys(curves, "cap")

@@ -41,6 +41,7 @@ class Sweep:
     eval_every: int
     curves: Mapping[str, Mapping[str, list[float]]]
     final: Mapping[str, float]
+    stops: Mapping[str, str] | None = None  # why each candidate ended (records from 2026-12-07 on)
 
     def chosen(self) -> str:
         """The full sweep's choice: the best final validation accuracy, ties to the earlier candidate."""
@@ -71,8 +72,11 @@ class Sweep:
         return _first_best({c: _at(self.curves[c], step) for c in self.final}), step
 
     def _steps_taken(self, candidate: str) -> int:
-        # no check is taken at the cap: a curve that ends one check before it ran to the cap, else stopped there
         last = int(self.curves[candidate]["step"][-1])
+        if self.stops is not None:  # the record says: a target stop ends at its last check, anything else at the cap
+            return last if self.stops[candidate] == "target" else self.cap
+        # older records: no check is taken at the cap, so a curve that ends one check before it ran to the cap (or
+        # reached its target right there, which reads the same), else it stopped at its last check
         return self.cap if last >= self.cap - self.eval_every else last
 
 
@@ -101,7 +105,8 @@ def sweeps(records: Sequence[Mapping[str, Any]], plan: set[str] | None = None) -
         ladder = record.get("ladder") or {}
         rung = ", ".join(f"{k}={v}" for k, v in ladder.get("axes", {}).items())
         found.append(Sweep(record["task"], record["model"], rung, record["seed"], train["max_steps"],
-                           train["eval_every"], train["lr_selection_val_curve"], train["lr_selection_val_accuracy"]))
+                           train["eval_every"], train["lr_selection_val_curve"], train["lr_selection_val_accuracy"],
+                           train.get("lr_selection_stopped_because")))
     return sorted(found, key=lambda s: (s.task, s.model, s.rung, s.seed))
 
 

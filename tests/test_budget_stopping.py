@@ -98,3 +98,13 @@ def test_a_record_of_another_model_version_is_not_the_same_run():
     matched, unmatched = stopping.pairs([protocol, cap])
     assert matched == [] and len(unmatched) == 2
 
+
+def test_runs_on_a_gpu_and_on_a_cpu_are_never_one_pair_and_pending_can_ask_for_one_device():
+    """A GPU's kernels and a CPU's round differently: a pair across them would measure the devices, not the stop."""
+    on_cpu = {**_record("gru", 0, 0.25, 0.995, 4000, "target"), "provenance": {"device": "cpu"}}
+    on_gpu = {**_record("gru", 0, 0.26, 0.0, 10000, "cap"), "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}}
+    matched, unmatched = stopping.pairs([on_cpu, on_gpu])
+    assert matched == [] and len(unmatched) == 2
+    assert stopping.pending([on_cpu]) == stopping.pending([on_cpu], device="cpu") == {"gru": ["mqar"]}
+    assert stopping.pending([on_cpu], device="cuda") == {}
+

@@ -55,12 +55,19 @@ class Pair:
         return self.cap - self.protocol
 
 
+def device_kind(record: Mapping[str, Any]) -> str | None:
+    """Where a record trained, ``cpu`` or ``cuda`` (its provenance says ``cuda (NVIDIA H100 ...)``)."""
+    device = (record.get("provenance") or {}).get("device")
+    return None if device is None else str(device).split()[0].split(":")[0]
+
+
 def _pair_key(record: Mapping[str, Any]) -> str:
-    """What makes two records the same run but for the stop: the identity (versions too) without the stop's keys."""
+    """What makes two records the same run but for the stop: the identity (versions too) without the stop's keys,
+    on the same kind of device (a GPU's kernels and a CPU's round differently: a pair across them measures both)."""
     params = record["params"]
     train = {key: value for key, value in params["train"].items() if key not in STOP_KEYS}
     return canonical_json([record["task"], record.get("task_version"), record["model"], record.get("model_version"),
-                           record["seed"], params["task"], params["model"], train])
+                           record["seed"], params["task"], params["model"], train, device_kind(record)])
 
 
 def _sides(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None
@@ -125,12 +132,16 @@ def pairs(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) ->
     return matched, unmatched
 
 
-def pending(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) -> dict[str, list[str]]:
+def pending(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None,
+            device: str | None = None) -> dict[str, list[str]]:
     """Per model, the tasks of protocol runs that stopped before the cap and have no cap run yet: what the second
-    command still has to run (``--model M --task ...``)."""
+    command still has to run (``--model M --task ...``); with ``device`` (``cpu``, ``cuda``), only protocol runs
+    trained there, since a cap run pairs only with a run on its own kind of device."""
     protocol, cap, _ = _sides(records, plan)
     tasks: dict[str, set[str]] = {}
     for key, record in protocol.items():
+        if device is not None and device_kind(record) != device:
+            continue
         if key not in cap and record["train"]["stopped_because"] != "cap":
             tasks.setdefault(record["model"], set()).add(record["task"])
     return {model: sorted(found) for model, found in sorted(tasks.items())}
@@ -166,11 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
     parser.add_argument("--pending", action="store_true",
                         help="only list, per model, the tasks whose protocol runs still need a run to the cap")
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        help="with --pending: only protocol runs trained on this kind of device")
     args = parser.parse_args(argv)
     records = list(load_records(args.folder).records.values())
     plan = plan_hashes(args.suite)
     if args.pending:
-        for model, tasks in pending(records, plan).items():
+        for model, tasks in pending(records, plan, args.device).items():
             print(f"--model {model} --task {' '.join(tasks)}")
         return 0
     matched, unmatched = pairs(records, plan)

@@ -4,7 +4,9 @@
 # call carries .whl (benchmark/gpu/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's or a fresh clone's info/ may not exist yet
+mkdir -p "$(dirname "$exclude")"
+grep -qx '/.whl/' "$exclude" 2>/dev/null || echo '/.whl/' >> "$exclude"
 mkdir -p .whl
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64)
 for spec in "jsonschema==4.23.0" "jsonschema-specifications==2024.10.1" "referencing==0.35.1" "rpds-py==0.22.3" \

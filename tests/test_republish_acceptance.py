@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 from script_modules import BENCHMARK, load_script
 
@@ -16,7 +18,7 @@ def _record(model: str, task: str, task_params: dict, accuracy: float = 0.99, se
             trained: bool = True, status: str = "ok") -> dict:
     model_params = {"d": 64} if heads is None else {"d": 64, "heads": heads}
     return {"status": status, "task": task, "task_version": "1", "model": model, "seed": seed,
-            "metrics": {"accuracy": accuracy} if status == "ok" else {},
+            "metrics": {"accuracy": accuracy} if status == "ok" else {}, "train": {"wall_seconds": 360.0},
             "params": {"task": {**task_params, "test_size": 2000}, "model": model_params,
                        "train": {"lr": lr, "lr_grid": list(lr_grid)} if trained else {}},
             "size": None if parameters is None else {"parameters": parameters, "state": None}}
@@ -35,8 +37,14 @@ def _passing() -> list[dict]:
     return records
 
 
-def _failing(records: list[dict], scale: list[dict] = ()) -> list[str]:
-    return [check.requirement for check in acceptance.checks(records, scale) if not check.holds]
+def _failing(records: list[dict], scale: list[dict] = (), readme: str | None = None) -> list[str]:
+    """The requirements the records miss, with a README that states their cost (360 s a record, one thread each)
+    unless ``readme`` gives its text; the stopping check is the committed one."""
+    hours = 0.1 * len(records)
+    text = f"The section took **{hours:.1f} core-hours** on two cores." if readme is None else readme
+    path = Path(tempfile.mkdtemp()) / "README.md"
+    path.write_text(text, encoding="utf-8")
+    return [check.requirement for check in acceptance.checks(records, scale, readme=path) if not check.holds]
 
 
 def test_records_that_meet_every_requirement_pass_every_check():
@@ -60,6 +68,13 @@ def test_each_requirement_fails_on_the_records_that_miss_it():
     assert _failing(no_long_copy) == ["selective-copy records with context_length >= 256"]
     one_head = [r for r in base if r["model"] != "attn-alibi"] + [_record("attn-alibi", "lag-walk", {"k": 4})]
     assert _failing(one_head) == ["an attn-alibi record with more than one head"]
+
+
+def test_a_readme_that_does_not_state_the_cost_and_a_stopping_check_too_small_fail(tmp_path):
+    assert _failing(_passing(), readme="The section's cost is to be announced.") == [
+        "the README states the section's cost"]
+    (stopping,) = [c for c in acceptance.checks(_passing(), stopping=tmp_path) if c.requirement.startswith("a stopping")]
+    assert not stopping.holds and stopping.found == "0 of 0 pairs within 0.01"
 
 
 def test_a_failed_seed_or_a_rung_without_attention_fails_the_mqar_bar():

@@ -5,8 +5,10 @@
 RECORDS is the `tokbench` section's folder (``benchmark/republish/records`` while the republish runs,
 ``leaderboard/records/tokbench`` once published); SCALE_RECORDS the GPU-scale section's, where the larger sizes may
 live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
-republish can be judged on its records before they replace the published ones. The stopping check, the other item of
-that list, has its own tool and test (``benchmark/budget/stopping.py``, ``tests/test_budget_stopping.py``).
+republish can be judged on its records before they replace the published ones. Two rows read beyond the records:
+the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
+and its test, ``tests/test_budget_stopping.py``) and the README, which must state the section's cost as the
+leaderboard computes it (core-hours: each run's wall-clock seconds times its threads, to one decimal).
 
 A trained record is an ok record whose pairing has a recipe (``params.train`` is not empty: baselines and the oracle
 have none). A model family's learning rates are every ``lr`` and ``lr_grid`` value its trained records of one task
@@ -28,6 +30,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from tokbench.leaderboard.compute import compute_of
 from tokbench.results import RecordError, canonical_json, load_records
 
 Record = Mapping[str, Any]
@@ -41,6 +44,10 @@ ATTENTION_ON_MQAR = ("transformer-2l", 0.97)  # Zoology: attention solves MQAR a
 LONG_CONTEXT = 256
 WIDE_SELECTION = 64
 SPLIT_SIZES = ("train_size", "val_size", "test_size")  # not part of a rung: the same setting, more or fewer sequences
+ROOT = Path(__file__).resolve().parents[2]
+STOPPING = ROOT / "benchmark" / "budget"  # the stopping check: its tool, suite and records
+STOPPING_TEST = ROOT / "tests" / "test_budget_stopping.py"
+STOPPING_BAR = (50, 0.95, 0.01)  # at least 50 runs trained to the cap, 95% of them within 0.01 of the protocol's
 
 
 @dataclass(frozen=True)
@@ -132,17 +139,50 @@ def check_alibi_heads(section: Sequence[Record]) -> Check:
                  f"heads: {sorted(set(heads)) or 'no records'}")
 
 
-def checks(section: Iterable[Record], scale: Iterable[Record] = ()) -> list[Check]:
+def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
+    """The stopping check's committed pairs, as its tool pairs them (the suite's plan), and its test."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("stopping", STOPPING / "stopping.py")
+    stopping = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = stopping  # its dataclasses look their module up
+    spec.loader.exec_module(stopping)
+    least, share, tolerance = STOPPING_BAR
+    plan = stopping.plan_hashes(STOPPING / "stopping.toml")
+    matched, _ = stopping.pairs(load_records(folder).records.values(), plan) if folder.is_dir() else ([], [])
+    within = sum(round(abs(pair.gain), 9) <= tolerance for pair in matched)
+    holds = len(matched) >= least and within >= share * len(matched) and STOPPING_TEST.is_file()
+    return Check(f"a stopping check of at least {least} runs to the cap, {share:.0%} within {tolerance:g}, with a test",
+                 holds, f"{within} of {len(matched)} pairs within {tolerance:g}"
+                 + ("" if STOPPING_TEST.is_file() else f"; no {STOPPING_TEST.name}"))
+
+
+def check_cost(records: Sequence[Record], readme: Path = ROOT / "README.md") -> Check:
+    """The README states what the section's records cost, as the leaderboard's compute sums it (every record,
+    failed ones too)."""
+    compute = compute_of(records)
+    if compute is None:
+        return Check("the README states the section's cost", False, "no record carries a time")
+    stated = f"{compute.core_hours:.1f} core-hours"
+    text = " ".join(readme.read_text(encoding="utf-8").replace("**", "").split()) if readme.is_file() else ""
+    return Check("the README states the section's cost", stated in text,
+                 f"{stated} over {compute.runs} runs; {'stated' if stated in text else 'not stated'} in {readme.name}")
+
+
+def checks(section: Iterable[Record], scale: Iterable[Record] = (), readme: Path = ROOT / "README.md",
+           stopping: Path = STOPPING / "stopping-records") -> list[Check]:
     """Every requirement, on the section's records and the GPU-scale section's (``scale``): the larger sizes may
-    be in either."""
+    be in either, and both must state sizes and rates; with the README and the stopping check's records."""
     section, scale = list(section), list(scale)
     mqar = [r for r in section if r["task"] == "mqar"]
+    every = section
     section, scale = trained(section), trained(scale)
     both = [*section, *scale]
-    return [check_parameters(section), check_rates(section), check_models(section),
+    return [check_parameters(both), check_rates(both), check_models(section),
             check_size(both, "mqar", "context_length", LONG_CONTEXT), check_attention_on_mqar(mqar),
             check_size(both, "selective-copy", "context_length", LONG_CONTEXT),
-            check_size(both, "sparse-selection", "num_tokens", WIDE_SELECTION), check_alibi_heads(section)]
+            check_size(both, "sparse-selection", "num_tokens", WIDE_SELECTION), check_alibi_heads(section),
+            check_stopping(stopping), check_cost(every, readme)]
 
 
 def _read(folder: Path) -> list[Record]:

@@ -46,7 +46,7 @@ ICL_MARKOV = TaskSpec(
         "would make the count predictor only approximately Bayes); the label at every position is the next "
         "token. Bayes predictor: the posterior mean (n(x_t -> j) + alpha) / (n(x_t -> .) + S alpha) of the "
         "in-context transition counts; loss metrics against it (estimated on the evaluation split). Bayes "
-        "accuracy by Monte Carlo on a fixed-seed sample (standard error ~1e-4, `tokbench show task`). "
+        "accuracy by Monte Carlo on a fixed-seed sample (standard error about 5e-4 at the defaults, `tokbench show task`). "
         "Diagnostics: agreement with the in-context unigram (argmax of token counts) and bigram (Bayes) "
         "predictors; first-layer attention on the previous token. Defaults: the released notebook's "
         "S = 2, T = 100, alpha = 1. Difficulty grows with S (more transitions to count) and falls with T."

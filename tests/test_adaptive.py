@@ -62,6 +62,14 @@ def test_a_tight_cell_stops_and_a_spread_one_asks_for_the_seeds_its_spread_needs
     assert {d.stopped for d in capped} == {adaptive.REACHED, adaptive.CAPPED}
 
 
+def test_a_cell_scored_on_a_split_of_unknown_size_stops_at_once_since_no_interval_can_be_computed():
+    suite = 'description = "s"\nseeds = 3\n[[grid]]\ntasks = ["scc-implicit-bias"]\nmodels = ["uniform"]\n'
+    grid = expand(parse_suite(suite, "s.toml", "s"), registry())
+    records = _records(grid, lambda p: {0: 0.3, 1: 0.5, 2: 0.4}[p.seed])
+    (decision,) = adaptive.decide(grid, records, adaptive.Target(0.02, 20))
+    assert decision.stopped == adaptive.UNSIZED and decision.more == 0 and decision.half_width is None
+
+
 def test_the_seeds_asked_for_account_for_the_t_quantile_falling_with_n():
     """Three seeds with a spread of 0.012: t(2) = 4.30 puts the half-width at 0.030. Scaling that width by
     sqrt(n / n') would ask for 7 seeds; with t(n' - 1) the same spread reaches +-0.02 at 4 (3.18 * 0.012 / sqrt 4)."""

@@ -22,6 +22,7 @@ from tokbench.grid import Pairing
 
 Record = dict[str, Any]
 REACHED, CAPPED, FAILED = "target reached", "max seeds", "all runs failed"
+UNSIZED = "no interval: evaluation set of unknown size"  # more seeds cannot narrow what cannot be computed
 DEFAULT_MAX_SEEDS = 20
 
 
@@ -83,6 +84,8 @@ def decide(pairings: Sequence[Pairing], records: Mapping[str, Record], goal: Tar
             continue
         if not cell.ok:
             decisions.append(Decision(cell_pairings, 0, FAILED, None))
+        elif cell.eval_floor("accuracy") is None:  # the task declares no size for the split it is scored on
+            decisions.append(Decision(cell_pairings, 0, UNSIZED, None))
         elif half is not None and half <= goal.half_width:
             decisions.append(Decision(cell_pairings, 0, REACHED, half))
         elif len(runs) >= goal.max_seeds:

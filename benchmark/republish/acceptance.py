@@ -150,7 +150,7 @@ def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
     least, share, tolerance = STOPPING_BAR
     plan = stopping.plan_hashes(STOPPING / "stopping.toml")
     matched, _ = stopping.pairs(load_records(folder).records.values(), plan) if folder.is_dir() else ([], [])
-    within = sum(round(abs(pair.gain), 9) <= tolerance for pair in matched)
+    within = next((row[2] for row in stopping.summary(matched, tolerance) if row[0] == "all"), 0)  # its rule
     holds = len(matched) >= least and within >= share * len(matched) and STOPPING_TEST.is_file()
     return Check(f"a stopping check of at least {least} runs to the cap, {share:.0%} within {tolerance:g}, with a test",
                  holds, f"{within} of {len(matched)} pairs within {tolerance:g}"

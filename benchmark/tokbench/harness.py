@@ -873,12 +873,12 @@ def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], 
                           lr_selection_val_accuracy=selection)
         if kept.selected_at is not None:  # chosen at that step, the others pruned (else at the end)
             train_info["selected_at"] = kept.selected_at
-        curves = {_candidate_key(recipe, c.recipe): c.val_curve for c in candidates if c.val_curve["step"]}
+        keyed = {_candidate_key(recipe, c.recipe): c for c in candidates}
+        curves = {key: c.val_curve for key, c in keyed.items() if c.val_curve["step"]}
         if curves:  # every candidate's validation checks: what a choice at another step would have been
             train_info["lr_selection_val_curve"] = curves
             # and why each ended: a target reached at the last check before the cap reads like a run to the cap
-            train_info["lr_selection_stopped_because"] = {_candidate_key(recipe, c.recipe): c.stopped_because
-                                                          for c in candidates}
+            train_info["lr_selection_stopped_because"] = {key: c.stopped_because for key, c in keyed.items()}
     budget_curve = [p for p in kept.budget_curve if p["step"] != kept.steps_taken]
     budget_curve.append({"step": kept.steps_taken, "accuracy": accuracy, "final": True})
     return PairingResult(metrics=metrics, train=train_info, curve=kept.curve,

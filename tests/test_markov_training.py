@@ -117,7 +117,10 @@ def test_causal_graph_nichanis_catformer_reaches_bayes_on_their_random_graph():
     2^17 steps of plain GD at batch 1024), it comes within 0.03 of the Bayes accuracy (measured: 0.320 against 0.325
     on 4,000 queries; excess loss 0.084 +- 0.006; 25 s of CPU for both models), where no model of the published
     tokbench section has a mean above 0.18. One such layer cannot: it sees no parent's token (measured: 0.179,
-    agreeing with the in-context unigram predictor on 0.72 of the queries)."""
+    agreeing with the in-context unigram predictor on 0.72 of the queries). Nichani et al. show the loss converging to
+    the Bayes loss and give no tolerance; the bars are this run's: 0.03 is four standard errors of an accuracy over
+    4,000 queries (0.007 each), and 0.12 the measured excess loss plus six of its standard errors, for a run of
+    1,000 steps against their 2^17."""
     task = registry().task("causal-graph").create({"states": 10, "context_length": 20, "graph": "random",
                                                    "train_size": 1000, "val_size": 200, "test_size": 4000})
     recipe = {"optimizer": "adam", "lr": 0.01, "schedule": "cosine", "steps": 1000, "batch_size": 256,

@@ -13,7 +13,10 @@ from tokbench.harness import predict, run_pairing, train_model
 from tokbench.plugins import registry
 from tokbench_attention.paper_a import dense_forward, position_vectors
 
-TOL = 0.04  # the stated tolerance on accuracies (issue 3)
+# The tolerance on accuracies (issue 3): a test accuracy over the 1000 test sequences has a binomial standard error
+# of 0.016 at p = 0.5 and 0.013 at p = 0.8, so 0.04 is 2.5 and 3.2 of them. Measured (seeds 0-2, 2026-12-07):
+# 0.492-0.504 at p = 0.5 and 0.796-0.823 at p = 0.8.
+TOL = 0.04
 
 
 def run(task: str, task_params: dict | None = None, model_params: dict | None = None, seed: int = 0, **recipe):
@@ -68,8 +71,10 @@ def test_random_walk_is_learned_by_attending_to_the_parent(p):
     result = run("random-walk", {"p": p})
     assert abs(result.metrics["test_accuracy"] - p) <= TOL
     assert result.metrics["parent_attention"] >= 0.9
-    # V ends close in direction to Pi^T, the transition matrix transposed (docs/science.md).
-    assert result.metrics["value_transition_correlation"] >= 0.9
+    # V ends close in direction to Pi^T, the transition matrix transposed (docs/science.md). [A] states the direction
+    # and gives no number; measured (seeds 0-2, full-batch GD in float64, 2026-12-07): 0.983-0.984 at p = 0.5 and
+    # 0.961-0.966 at p = 0.8. The bar, 0.95, sits below every measured value.
+    assert result.metrics["value_transition_correlation"] >= 0.95
 
 
 def test_p05_learns_the_parent_for_every_data_seed():

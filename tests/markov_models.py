@@ -1,10 +1,8 @@
 """Small causal transformers for the Markov tasks' training tests, as in the sources' released code.
 
-``layers`` blocks of causal multi-head softmax attention over token plus learned position
-embeddings, each optionally followed by a GELU MLP, optionally pre-LN with a final layer norm
-(GPT-2's layout) and GPT-2's N(0, 0.02^2) initialisation; the read-out is the
-embedding matrix itself with ``tied`` (Makkuva et al.'s weight tying) or a linear map.
-Edelman et al.'s notebook is this with two attention-only layers, one head, d = 16.
+``SmallTransformer``: ``layers`` blocks of causal multi-head softmax attention over token plus learned position
+embeddings, attention only (no MLP, no layer norm), read out by a linear map; Edelman et al.'s notebook is this with
+two layers, one head, d = 16. ``CatFormer``: Nichani et al.'s model.
 """
 from __future__ import annotations
 
@@ -27,54 +25,30 @@ class SmallTransformer(TokenModel):
         self.position = nn.Embedding(self.context_length, d)
         self.qkv = nn.ModuleList(nn.Linear(d, 3 * d, bias=False) for _ in range(params["layers"]))
         self.mix = nn.ModuleList(nn.Linear(d, d, bias=False) for _ in range(params["layers"]))
-        self.mlps = nn.ModuleList(nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-                                  for _ in range(params["layers"] if params["mlp"] else 0))
-        self.out = None if params["tied"] else nn.Linear(d, self.vocab_size, bias=False)
-        norms = 2 * params["layers"] + 1 if params["norm"] else 0  # before each attention and MLP, and a final one
-        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(norms))
-        if params["init_std"]:
-            for name, weight in self.named_parameters():
-                if name.startswith("norms"):
-                    continue
-                if weight.dim() > 1:
-                    nn.init.normal_(weight, std=params["init_std"])
-                else:
-                    nn.init.zeros_(weight)
-
-    def _norm(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        return self.norms[index](x) if self.norms else x
+        self.out = nn.Linear(d, self.vocab_size, bias=False)
 
     def forward(self, tokens: torch.Tensor, need_attention: bool = False) -> ModelOutput:
         n, T = tokens.shape
         x = self.embed(tokens) + self.position.weight[:T]
         causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
         maps = []
-        for i, (qkv, mix) in enumerate(zip(self.qkv, self.mix)):
-            q, k, v = (z.unflatten(-1, (self.heads, -1)).transpose(1, 2) for z in qkv(self._norm(2 * i, x)).chunk(3, -1))
+        for qkv, mix in zip(self.qkv, self.mix):
+            q, k, v = (z.unflatten(-1, (self.heads, -1)).transpose(1, 2) for z in qkv(x).chunk(3, -1))
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
             attention = scores.masked_fill(~causal, -math.inf).softmax(-1)  # (n, H, T, T)
             x = x + mix((attention @ v).transpose(1, 2).flatten(2))
-            if self.mlps:
-                x = x + self.mlps[i](self._norm(2 * i + 1, x))
             maps.append(attention)
-        x = self._norm(-1, x)
-        logits = x @ self.embed.weight.T if self.out is None else self.out(x)
-        return ModelOutput(logits, torch.stack(maps, 1) if need_attention else None)
+        return ModelOutput(self.out(x), torch.stack(maps, 1) if need_attention else None)
 
 
-def spec(layers: int, heads: int = 1, d: int = 16, mlp: bool = False, tied: bool = False, norm: bool = False,
-         init_std: float = 0.0, **recipe: Any) -> ModelSpec:
+def spec(layers: int, heads: int = 1, d: int = 16, **recipe: Any) -> ModelSpec:
     """A ModelSpec for :class:`SmallTransformer` with these defaults and recipe (AdamW unless given)."""
     return ModelSpec(
         name=f"small-transformer-{layers}l", version="1", predicts="every",
-        description="A small causal transformer for the Markov tasks' tests.",
+        description="A small causal attention-only transformer for the Markov tasks' tests.",
         implementation="markov_models:SmallTransformer",
         params=(Param("layers", "int", layers, "blocks", low=1), Param("heads", "int", heads, "heads", low=1),
-                Param("d", "int", d, "width", low=1), Param("mlp", "bool", mlp, "an MLP after each attention"),
-                Param("tied", "bool", tied, "read out through the embedding matrix"),
-                Param("norm", "bool", norm, "pre-LN blocks and a final layer norm"),
-                Param("init_std", "float", init_std, "N(0, init_std^2) weights, zero biases (0: torch's defaults)",
-                      low=0.0)),
+                Param("d", "int", d, "width", low=1)),
         recipe=Recipe(**{"optimizer": "adamw", **recipe}),
     )
 

@@ -71,6 +71,20 @@ def test_the_first_candidate_to_reach_its_target_is_kept_as_the_harness_keeps_it
     assert sweep.chosen_at(100) == "early"  # nothing solved yet: the best at 100, ties to the earlier
 
 
+def test_a_margin_keeps_every_candidate_level_with_the_best_through_a_flat_start(pruning):
+    """The LSTM on lag-walk in miniature: both candidates sit at chance at step 300, the one a hair behind takes off
+    later. The best-only rule keeps the other and loses the take-off; a margin of 0.01 keeps both to the end."""
+    curves = {"late": {"step": [100, 300, 600, 900], "accuracy": [0.17, 0.166, 0.45, 0.58]},
+              "flat": {"step": [100, 300, 600, 900], "accuracy": [0.16, 0.168, 0.17, 0.17]},
+              "behind": {"step": [100, 300, 600, 900], "accuracy": [0.10, 0.12, 0.15, 0.16]}}
+    (sweep,) = pruning.sweeps([record(curves, {"late": 0.58, "flat": 0.17, "behind": 0.16})])
+    assert sweep.chosen_at(300) == "flat" and sweep.loss_at(300) == pytest.approx(0.41)
+    assert sweep.chosen_at(300, 0.01) == "late" and sweep.loss_at(300, 0.01) == 0
+    assert sweep.replica_steps(300) == 3 * 300 + 700
+    assert sweep.replica_steps(300, 0.01) == 3 * 300 + 2 * 700  # "behind" (0.048 below) is dropped
+    assert sweep.chosen_at(300, 0.05) == "late" and sweep.replica_steps(300, 0.05) == 3 * 1000
+
+
 def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
     records = [record(CURVES, FINAL, pruned=True), {"status": "failed", "task": "mqar"},
                {"status": "ok", "task": "mqar", "model": "gru", "seed": 0, "train": {"lr_selection_val_accuracy": {}}}]
@@ -79,7 +93,10 @@ def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
     assert [row[:5] for row in summary] == [[200, 1, 0, 0, "0.000"], [300, 1, 1, 1, "1.000"]]
 
 
-def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records():
+@pytest.mark.parametrize("rule", [[], ["--keep-within", "0.01"]])
+def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records(rule):
     printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), str(BUDGET / "pruning-records"),
-                              "--markdown"], capture_output=True, text=True, check=True).stdout
-    assert printed.strip() and printed.strip() in (BUDGET / "README.md").read_text(encoding="utf-8")
+                              "--markdown", *rule], capture_output=True, text=True, check=True).stdout
+    readme = (BUDGET / "README.md").read_text(encoding="utf-8")
+    summary = printed.strip().split("\n\n")[-1]  # the rule's summary; the default's per-sweep table too
+    assert summary and (printed.strip() if not rule else summary) in readme

@@ -1,7 +1,7 @@
 """The pruning check: what would a sweep that chooses at step S lose against the full sweep's choice?
 
     python benchmark/budget/pruning.py benchmark/budget/pruning-records [--at 500 1000 2000 3000]
-                                       [--tolerance 0.01] [--markdown]
+                                       [--tolerance 0.01] [--keep-within 0.01] [--markdown]
 
 Reads full sweeps (``benchmark/budget/pruning.toml``: every candidate trained to its target or the cap, kept on
 validation at the end) whose records keep each candidate's validation accuracy at every check
@@ -10,7 +10,10 @@ S``) makes: the first candidate to reach its target, if one does by S, else the 
 ties to the earlier candidate. A pruning sweep's kept run is that candidate's full run, so what it loses is the
 final validation accuracy of the full sweep's choice minus that of its own (0 when both choose alike, never
 negative). Validation, not test: both choices are made on it, and the test split stays unread for choices.
-Also per S: the replica-steps the pruning sweep would have trained, over the full sweep's.
+Also per S: the replica-steps the pruning sweep would have trained, over the full sweep's. With ``--keep-within M``
+it replays another rule: at S every candidate within M of the best on validation trains on, not only the best, and
+the choice among them is made at the end (a flat start, where every candidate is at the same level, prunes
+nothing).
 """
 from __future__ import annotations
 
@@ -47,29 +50,33 @@ class Sweep:
         """The full sweep's choice: the best final validation accuracy, ties to the earlier candidate."""
         return _first_best(self.final)
 
-    def chosen_at(self, step: int) -> str:
-        """A pruning sweep's choice at ``step``."""
-        return self._decision(step)[0]
+    def chosen_at(self, step: int, margin: float = 0.0) -> str:
+        """A pruning sweep's choice at ``step``: of the candidates it keeps there, the best at the end."""
+        return _first_best({c: self.final[c] for c in self._decision(step, margin)[0]})
 
-    def loss_at(self, step: int) -> float:
-        return self.final[self.chosen()] - self.final[self.chosen_at(step)]
+    def loss_at(self, step: int, margin: float = 0.0) -> float:
+        return self.final[self.chosen()] - self.final[self.chosen_at(step, margin)]
 
-    def replica_steps(self, step: int | None = None) -> int:
+    def replica_steps(self, step: int | None = None, margin: float = 0.0) -> int:
         """Steps trained by every candidate (``step`` None: the full sweep), or by a sweep pruned at ``step``."""
         taken = {c: self._steps_taken(c) for c in self.final}
         if step is None:
             return sum(taken.values())
-        kept, at = self._decision(step)
-        return sum(min(t, at) for t in taken.values()) + max(0, taken[kept] - at)
+        kept, at = self._decision(step, margin)
+        return sum(min(t, at) for t in taken.values()) + sum(max(0, taken[c] - at) for c in kept)
 
-    def _decision(self, step: int) -> tuple[str, int]:
-        """The candidate a pruning sweep keeps and the step it decides at: the first to reach its target, if one
-        does by ``step`` (of several at that check, the best), else the best at ``step``."""
+    def _decision(self, step: int, margin: float) -> tuple[list[str], int]:
+        """The candidates a pruning sweep keeps and the step it decides at: the first to reach its target, if one
+        does by ``step`` (of several at that check, the best), else the best at ``step`` (ties to the earlier) and,
+        with ``margin``, every other candidate within ``margin`` of it."""
         solved = {c: t for c in self.final if (t := self._steps_taken(c)) < self.cap and t <= step}
         if solved:
             first = min(solved.values())
-            return _first_best({c: self.final[c] for c, t in solved.items() if t == first}), first
-        return _first_best({c: _at(self.curves[c], step) for c in self.final}), step
+            return [_first_best({c: self.final[c] for c, t in solved.items() if t == first})], first
+        there = {c: _at(self.curves[c], step) for c in self.final}
+        best = _first_best(there)
+        near = [c for c in there if c != best and margin > 0 and there[c] >= there[best] - margin]
+        return [best, *near], step
 
     def _steps_taken(self, candidate: str) -> int:
         last = int(self.curves[candidate]["step"][-1])
@@ -110,22 +117,23 @@ def sweeps(records: Sequence[Mapping[str, Any]], plan: set[str] | None = None) -
     return sorted(found, key=lambda s: (s.task, s.model, s.rung, s.seed))
 
 
-def tables(found: Sequence[Sweep], at: Sequence[int], tolerance: float) -> tuple[list, list, list, list]:
+def tables(found: Sequence[Sweep], at: Sequence[int], tolerance: float,
+           margin: float = 0.0) -> tuple[list, list, list, list]:
     """Per sweep: the full choice and, per S, the pruned choice and its loss; per S: how many are within
-    ``tolerance``, the largest loss and the share of replica-steps trained."""
+    ``tolerance``, the largest loss and the share of replica-steps trained (``margin``: see ``--keep-within``)."""
     head = ["task", "model", "seed", "choice", *[f"at {s}: choice, loss" for s in at]]
-    body = [[s.task, s.model, s.seed, s.chosen(), *[f"{s.chosen_at(step)}, {s.loss_at(step):.3f}" for step in at]]
-            for s in found]
+    body = [[s.task, s.model, s.seed, s.chosen(),
+             *[f"{s.chosen_at(step, margin)}, {s.loss_at(step, margin):.3f}" for step in at]] for s in found]
     summary_head = ["S", "sweeps", "same choice", f"within {tolerance:g}", "share", "largest loss",
                     "replica-steps / full sweep"]
     full_steps = sum(s.replica_steps() for s in found)
     summary = []
     for step in at:
-        losses = [s.loss_at(step) for s in found]
+        losses = [s.loss_at(step, margin) for s in found]
         within = sum(loss <= tolerance for loss in losses)
-        summary.append([step, len(found), sum(s.chosen_at(step) == s.chosen() for s in found), within,
+        summary.append([step, len(found), sum(s.chosen_at(step, margin) == s.chosen() for s in found), within,
                         f"{within / len(found):.3f}", f"{max(losses):.3f}",
-                        f"{sum(s.replica_steps(step) for s in found) / full_steps:.2f}"])
+                        f"{sum(s.replica_steps(step, margin) for s in found) / full_steps:.2f}"])
     return head, body, summary_head, summary
 
 
@@ -136,6 +144,9 @@ def main() -> int:
                         help="the suite whose pairings are the sweeps to replay (default: pruning.toml beside this)")
     parser.add_argument("--at", type=int, nargs="+", default=STEPS, help="steps at which to replay a choice")
     parser.add_argument("--tolerance", type=float, default=0.01, help="a loss counted as none (default 0.01)")
+    parser.add_argument("--keep-within", type=float, default=0.0, metavar="M",
+                        help="at S keep every candidate within M of the best on validation, not only the best, and "
+                             "choose among them at the end (default 0: the harness's rule, the best only)")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables instead of plain text")
     args = parser.parse_args()
     records = list(load_records(args.records).records.values())
@@ -148,7 +159,9 @@ def main() -> int:
     if not found:
         print(f"error: no full sweep with every candidate's validation curve in {args.records}", file=sys.stderr)
         return 2
-    head, body, summary_head, summary = tables(found, args.at, args.tolerance)
+    if args.keep_within < 0:
+        parser.error(f"--keep-within must be 0 or more, not {args.keep_within:g}")
+    head, body, summary_head, summary = tables(found, args.at, args.tolerance, args.keep_within)
     fmt = "github" if args.markdown else "simple"
     print(tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True))
     print()

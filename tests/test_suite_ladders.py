@@ -232,6 +232,35 @@ def test_bad_sweep_values_are_suite_errors_at_their_line(sweep, message):
         parse_suite(text, "s.toml", "s")
 
 
+def test_a_models_own_sweep_replaces_the_blocks_keys_for_the_models_it_names_only():
+    text = SWEPT + "[grid.sweep.model.gru]\nlr_factors = [0.25, 1.0, 4.0]\n[grid.sweep.model.\"trans*\"]\nlr_factors = [1.0]\n"
+    pairings, plain = by_model(grid(text)), by_model(grid(SWEPT))
+    assert pairings["gru"].recipe.lr_grid == (0.00075, 0.003, 0.012)
+    assert pairings["attn-nope"].recipe == plain["attn-nope"].recipe  # the block's sweep
+    lr = registry().models["transformer"].recipe.lr
+    assert pairings["transformer"].recipe.lr_grid == (lr,) and pairings["transformer"].recipe.wd_grid == (0.0, 0.1)
+
+
+@pytest.mark.parametrize("table, message", [
+    ("[grid.sweep.model.gru]\nlr = [1.0]", r"unknown key 'lr' in \[grid\.sweep\.model\.gru\]"),
+    ("[grid.sweep.model.gru]\nlr_factors = []", r"lr_factors must be a non-empty list of numbers > 0, got \[\]"),
+])
+def test_bad_model_sweeps_are_suite_errors_at_their_line(table, message):
+    text = SWEPT + table + "\n"
+    with pytest.raises(SuiteError, match=rf"^s\.toml:{line_of(text, table.splitlines()[1])}: {message}"):
+        parse_suite(text, "s.toml", "s")
+
+
+@pytest.mark.parametrize("name, message", [("lstm", "names a model that this block does not select"),
+                                           ("\"ls*\"", "matches no model of this block")])
+def test_a_model_sweep_must_name_a_model_of_the_block(name, message):
+    text = SWEPT + f"[grid.sweep.model.{name}]\nlr_factors = [1.0]\n"
+    with pytest.raises(UsageError, match=rf"^s\.toml:{line_of(text, '[grid.sweep.model.')}: \[grid\.sweep\.model\."):
+        grid(text)
+    with pytest.raises(UsageError, match=message):
+        grid(text)
+
+
 # ---- [grid.train.NAME] and the budget ----------------------------------------------------------------------------
 
 def test_a_model_table_overrides_only_the_models_it_names_and_wins_over_the_blocks():

@@ -22,8 +22,8 @@ from tokbench.params import parse_assignments
 from tokbench.plugins import Registry, origin
 from tokbench.results import SeedHashes, canonical_json, identity, record_filename
 from tokbench.specs import RECIPE_PARAMS, ModelSpec, Recipe, TaskSpec
-from tokbench.suites import (TASK_TRAIN, WILDCARD, GridBlock, Suite, evaluation_setting, evaluation_value,
-                             is_pattern, load_suite)
+from tokbench.suites import (SWEEP_BY_MODEL, TASK_TRAIN, WILDCARD, GridBlock, Suite, evaluation_setting,
+                             evaluation_value, is_pattern, load_suite)
 
 NAMESPACES = ("task", "model", "train")
 RECIPE_KEYS = tuple(p.name for p in RECIPE_PARAMS)
@@ -291,24 +291,27 @@ def _block_ladders(suite: Suite, block: GridBlock, specs: Mapping[str, TaskSpec]
 
 def _check_train_tables(suite: Suite, block: GridBlock, specs: Mapping[str, ModelSpec],
                         registered: Mapping[str, Any], tasks: Sequence[str] = ()) -> None:
-    """A ``[grid.train.NAME]`` table must name (or match) a model of the block, like ``[grid.model.NAME]``, and a
-    ``[grid.train.task.NAME]`` table a task of the block."""
+    """A ``[grid.train.NAME]`` or ``[grid.sweep.model.NAME]`` table must name (or match) a model of the block, like
+    ``[grid.model.NAME]``, and a ``[grid.train.task.NAME]`` table a task of the block."""
     for name in block.train.get(TASK_TRAIN, {}) if isinstance(block.train.get(TASK_TRAIN), dict) else ():
         if not any(fnmatch.fnmatchcase(task, name) for task in tasks):
             where = suite.where("grid", block.index, "train", TASK_TRAIN, name)
             raise UsageError(f"{where}: [grid.train.task.{name}] names no task of this block "
                              f"({', '.join(sorted(tasks))})")
-    for name, table in block.train.items():
-        if name == TASK_TRAIN or not isinstance(table, dict) or any(fnmatch.fnmatchcase(m, name) for m in specs):
+    tables = [(("train", name), f"[grid.train.{name}]") for name, table in block.train.items()
+              if name != TASK_TRAIN and isinstance(table, dict)]
+    tables += [(("sweep", SWEEP_BY_MODEL, name), f"[grid.sweep.model.{name}]") for name in block.model_sweeps]
+    for (*keys, name), title in tables:
+        if any(fnmatch.fnmatchcase(m, name) for m in specs):
             continue
-        where = suite.where("grid", block.index, "train", name)
+        where = suite.where("grid", block.index, *keys, name)
         if name in registered:
             if any(fnmatch.fnmatchcase(name, skip) for skip in block.skip_models):
                 continue
-            raise UsageError(f"{where}: [grid.train.{name}] names a model that this block does not select")
+            raise UsageError(f"{where}: {title} names a model that this block does not select")
         if any(map(is_pattern, block.models)):
             continue  # a plugin that a pattern block tolerates being absent
-        raise UsageError(f"{where}: [grid.train.{name}] matches no model of this block" if is_pattern(name)
+        raise UsageError(f"{where}: {title} matches no model of this block" if is_pattern(name)
                          else f"{where}: {unknown_name('model', name, registered)}")
 
 
@@ -418,9 +421,12 @@ def _block_recipe(suite: Suite, block: GridBlock, model: ModelSpec, command_line
     if recipe.warmup_steps > recipe.steps:
         raise UsageError(f"{model.name}: warmup_steps={recipe.warmup_steps} exceeds steps={recipe.steps}: the "
                          "learning rate would never reach its peak (set train.warmup_steps to at most the steps)")
-    if block.sweep and model.trained:
-        recipe = _located(suite.where("grid", block.index, "sweep"),
-                          lambda: _swept(recipe, block.sweep, command_line))
+    sweep = dict(block.sweep)
+    for name, table in block.model_sweeps.items():  # a model's own sweep, key by key
+        if fnmatch.fnmatchcase(model.name, name):
+            sweep.update(table)
+    if sweep and model.trained:
+        recipe = _located(suite.where("grid", block.index, "sweep"), lambda: _swept(recipe, sweep, command_line))
     return recipe
 
 

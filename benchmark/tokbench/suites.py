@@ -41,6 +41,7 @@ _BLOCK_KEYS = ("tasks", "models", "skip_tasks", "skip_models", "model_origin", "
 ORIGINS = ("builtin", "plugin")  # where a model comes from: tokbench's own distribution, or a plugin's
 MULTIPLE = re.compile(r"^x([1-9][0-9]*)$")  # an evaluation value as a multiple of the training value: "x2"
 _SWEEP_KEYS = ("lr_factors", "weight_decay")
+SWEEP_BY_MODEL = "model"  # [grid.sweep.model.NAME]: one model's sweep in place of the block's (a name or a pattern)
 
 KeyPath = tuple[str | int, ...]
 
@@ -64,7 +65,8 @@ class GridBlock:
     ``ladders`` map a task name to its ladder: difficulty parameters, each with one value per
     rung (all lists of one task the same length, easiest rung first); the block trains every rung.
     ``sweep`` is a validation-selected sweep for every model of the block, relative to its own
-    recipe: ``lr_factors`` multiply the recipe's lr, ``weight_decay`` lists absolute values.
+    recipe: ``lr_factors`` multiply the recipe's lr, ``weight_decay`` lists absolute values;
+    ``model_sweeps`` (``[grid.sweep.model.NAME]``, a name or pattern) replace those keys for the models they name.
     ``evaluate`` maps a task parameter (an evaluation axis, e.g. ``context_length``) to the values a
     trained model is also evaluated at, each one setting: plain integers, or ``"xN"`` for N times the
     training value (:func:`evaluation_value`).
@@ -82,6 +84,7 @@ class GridBlock:
     model_origin: str | None = None
     ladders: Mapping[str, Mapping[str, list[Any]]] = field(default_factory=dict)
     sweep: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    model_sweeps: Mapping[str, Mapping[str, tuple[float, ...]]] = field(default_factory=dict)
     evaluate: Mapping[str, tuple[int | str, ...]] = field(default_factory=dict)
 
 
@@ -267,10 +270,26 @@ class _Checker:
         return value
 
     def sweep(self, value: Any, path: KeyPath) -> dict[str, tuple[float, ...]]:
-        """``{lr_factors: [..], weight_decay: [..]}``: non-empty lists of finite numbers, factors > 0."""
+        """``{lr_factors: [..], weight_decay: [..]}``: non-empty lists of finite numbers, factors > 0 (the block's
+        sweep; its ``model`` tables are read by :meth:`model_sweeps`)."""
         if not isinstance(value, dict):
             raise self.fail(path, "expected [grid.sweep] with lr_factors = [...] and/or weight_decay = [...]")
-        self.keys(value, _SWEEP_KEYS, path, "[grid.sweep]")
+        self.keys(value, (*_SWEEP_KEYS, SWEEP_BY_MODEL), path, "[grid.sweep]")
+        return self._sweep_lists({k: v for k, v in value.items() if k != SWEEP_BY_MODEL}, path)
+
+    def model_sweeps(self, value: Any, path: KeyPath) -> dict[str, dict[str, tuple[float, ...]]]:
+        """``[grid.sweep.model.NAME]`` tables: each a sweep of the same keys, for the models NAME names."""
+        tables = value.get(SWEEP_BY_MODEL, {}) if isinstance(value, dict) else {}
+        if not isinstance(tables, dict) or not all(isinstance(t, dict) and t for t in tables.values()):
+            raise self.fail(path + (SWEEP_BY_MODEL,), "expected [grid.sweep.model.NAME] tables with lr_factors = "
+                                                     "[...] and/or weight_decay = [...]")
+        swept = {}
+        for name, table in tables.items():
+            self.keys(table, _SWEEP_KEYS, path + (SWEEP_BY_MODEL, name), f"[grid.sweep.model.{name}]")
+            swept[name] = self._sweep_lists(table, path + (SWEEP_BY_MODEL, name))
+        return swept
+
+    def _sweep_lists(self, value: Mapping[str, Any], path: KeyPath) -> dict[str, tuple[float, ...]]:
         sweep = {}
         for key, items in value.items():
             low_ok = (lambda x: x > 0) if key == "lr_factors" else (lambda x: x >= 0)
@@ -389,6 +408,7 @@ def parse_suite(text: str, origin: str, name: str) -> Suite:
             model_origin=check.choice(block.get("model_origin"), ORIGINS, path + ("model_origin",)),
             ladders=check.ladders(block["ladder"], path + ("ladder",)) if "ladder" in block else {},
             sweep=check.sweep(block["sweep"], path + ("sweep",)) if "sweep" in block else {},
+            model_sweeps=check.model_sweeps(block["sweep"], path + ("sweep",)) if "sweep" in block else {},
             evaluate=check.evaluate(block["evaluate"], path + ("evaluate",)) if "evaluate" in block else {},
         ))
     return Suite(name, origin, description, max_steps, tuple(blocks), check.lines, adaptive, outputs)

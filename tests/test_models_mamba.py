@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 def test_mamba_solves_selective_copying():
     """The bar, 0.97, is the paper's 99.8% less what one seed of a short run may miss. Measured at seed 0 on one
     thread (2026-12-07): 0.992 at step 1400 with the recipe's rate (1e-3), 0.996 at step 500 with 3e-3, and with
-    the rate here, 4e-3 (the suite's x 4 candidate), 0.996 at step 400 in 43 s of CPU. At this size the contrast of Table 1 does not show: H3 (its plugin, D =
-    64, 3e-3) reaches 0.991 by step 1400 too; the paper's 57% for H3 is at a context 128 times as long."""
+    the rate here, 4e-3 (the suite's x 4 candidate), 0.996 at step 400 in 43 s of CPU. At this size the contrast of
+    Table 1 does not show: H3 (its plugin, D = 64, 3e-3) reaches 0.991 by step 1400 too; the paper's 57% for H3 is at
+    a context 128 times as long."""
     task = registry().task("selective-copy").create({"vocab_size": 16, "context_length": 32, "num_tokens_to_copy": 4,
                                                      "train_size": 2000, "val_size": 500, "test_size": 1000})
     spec = registry().model("mamba")

@@ -233,7 +233,8 @@ def test_bad_sweep_values_are_suite_errors_at_their_line(sweep, message):
 
 
 def test_a_models_own_sweep_replaces_the_blocks_keys_for_the_models_it_names_only():
-    text = SWEPT + "[grid.sweep.model.gru]\nlr_factors = [0.25, 1.0, 4.0]\n[grid.sweep.model.\"trans*\"]\nlr_factors = [1.0]\n"
+    text = (SWEPT + "[grid.sweep.model.gru]\nlr_factors = [0.25, 1.0, 4.0]\n"
+            "[grid.sweep.model.\"trans*\"]\nlr_factors = [1.0]\n")
     pairings, plain = by_model(grid(text)), by_model(grid(SWEPT))
     assert pairings["gru"].recipe.lr_grid == (0.00075, 0.003, 0.012)
     assert pairings["attn-nope"].recipe == plain["attn-nope"].recipe  # the block's sweep

@@ -149,6 +149,8 @@ def main() -> int:
                              "choose among them at the end (default 0: the harness's rule, the best only)")
     parser.add_argument("--markdown", action="store_true", help="GitHub markdown tables instead of plain text")
     args = parser.parse_args()
+    if args.keep_within < 0:
+        parser.error(f"--keep-within must be 0 or more, not {args.keep_within:g}")
     records = list(load_records(args.records).records.values())
     plan = plan_hashes(args.suite)
     found = sweeps(records, plan)
@@ -159,8 +161,6 @@ def main() -> int:
     if not found:
         print(f"error: no full sweep with every candidate's validation curve in {args.records}", file=sys.stderr)
         return 2
-    if args.keep_within < 0:
-        parser.error(f"--keep-within must be 0 or more, not {args.keep_within:g}")
     head, body, summary_head, summary = tables(found, args.at, args.tolerance, args.keep_within)
     fmt = "github" if args.markdown else "simple"
     print(tabulate(body, headers=head, tablefmt=fmt, disable_numparse=True))

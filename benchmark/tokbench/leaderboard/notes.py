@@ -278,8 +278,8 @@ def score_method() -> str:
 
 # What the coverage simulations do not cover, and how many claims a page makes at once: said wherever coverage or
 # claims are.
-ADAPTIVE_COVERAGE = ("seeds fixed in advance; a cell seeded by tokbench run --target-ci (seeds added until its interval is "
-                     "narrow) may cover less")
+ADAPTIVE_COVERAGE = ("seeds fixed in advance; a cell seeded by tokbench run --target-ci (seeds added until its "
+                     "interval is narrow) may cover less")
 MULTIPLICITY = f"Each claim is a test at {ALPHA}, uncorrected for the number of claims on the page."
 
 

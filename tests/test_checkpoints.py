@@ -56,9 +56,13 @@ CASES = {
     "sweep": (small_mqar, "transformer-2l", {"steps": 40, "data": "fresh", "batch_size": 16, "eval_every": 10,
                                              "target": 0.99, "budgets": "20", "lr_grid": "0.00025,0.001,0.004",
                                              "sweep_steps": 20}, [0, 1]),
+    # the same with a margin wide enough to keep every candidate past step 20, the choice made at the end
+    "sweep-margin": (small_mqar, "transformer-2l", {"steps": 40, "data": "fresh", "batch_size": 16, "eval_every": 10,
+                                                    "target": 0.99, "budgets": "20", "lr_grid": "0.00025,0.001,0.004",
+                                                    "sweep_steps": 20, "sweep_margin": 1.0}, [0, 1]),
 }
 # (case, blocks trained before the stop): the sweep before and after its choice
-STOPS = [("fixed", 3), ("fresh", 3), ("sweep", 1), ("sweep", 7)]
+STOPS = [("fixed", 3), ("fresh", 3), ("sweep", 1), ("sweep", 7), ("sweep-margin", 3)]
 
 
 def cell(case: str, out: Path | None, every: float, callbacks: tuple = ()):

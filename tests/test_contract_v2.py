@@ -223,6 +223,7 @@ def test_every_recipe_key_is_in_the_config_hash():
     changed = {"optimizer": {"optimizer": "sgd"}, "lr": {"lr": 0.5}, "steps": {"steps": 7}, "batch_size": {"batch_size": 4},
                "lr_grid": {"lr_grid": (0.1, 1.0)}, "weight_decay": {"weight_decay": 0.1},
                "wd_grid": {"wd_grid": (0.0, 0.1)}, "sweep_steps": {"sweep_steps": 100},
+                   "sweep_margin": {"sweep_steps": 100, "sweep_margin": 0.05},
                "momentum": {"optimizer": "sgd", "momentum": 0.5}, "betas": {"betas": (0.9, 0.95)},
                "schedule": {"schedule": "cosine"}, "warmup_steps": {"warmup_steps": 5}, "grad_clip": {"grad_clip": 1.0},
                "data": {"data": "fresh"}, "target": {"target": 0.9}, "patience": {"patience": 100},
@@ -230,8 +231,9 @@ def test_every_recipe_key_is_in_the_config_hash():
                "validate_by": {"validate_by": "expected"}}
     assert set(changed) == {f.name for f in fields(Recipe)}
     for key, change in changed.items():
-        if key == "momentum":  # momentum needs sgd: compare with sgd alone
-            assert hash_of(replace(base, **change)) != hash_of(replace(base, optimizer="sgd")), key
+        if key in ("momentum", "sweep_margin"):  # each needs another key: compare with that key alone
+            other = {"momentum": {"optimizer": "sgd"}, "sweep_margin": {"sweep_steps": 100}}[key]
+            assert hash_of(replace(base, **change)) != hash_of(replace(base, **other)), key
             continue
         assert hash_of(replace(base, **change)) != hash_of(base), key
     assert json.loads(json.dumps(Recipe().to_json()))["betas"] == [0.9, 0.999]

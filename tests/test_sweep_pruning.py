@@ -58,6 +58,47 @@ def test_pruned_candidates_train_to_sweep_steps_only_and_are_compared_on_validat
     assert sum(r.steps_taken for r in replicas) == pruned.replica_steps() == 3 * 20 + 20
 
 
+def test_a_margin_keeps_the_candidates_near_the_best_and_chooses_among_them_at_the_end():
+    task = small_mqar()
+    spec, pruned = recipe(sweep_steps=20, target=0.99)
+    seed = 0
+    data = {seed: SeedData(task.make_split("train", seed), task.make_split("val", seed), task.make_split("test", seed))}
+
+    def train(sweep):
+        return train_replicas(task, spec, spec.resolve({}), [(c, seed) for c in sweep.candidates()], data, None, "cpu")
+    at_20 = sorted(r.selection_accuracy for r in train(pruned))
+    assert at_20[2] > at_20[1] > at_20[0], "the case needs three distinct validation accuracies at step 20"
+    margin = (2 * at_20[2] - at_20[1] - at_20[0]) / 2  # between the second's gap and the third's: keeps two
+    kept = train(replace(pruned, sweep_margin=margin))
+    assert [r.stopped_because == "pruned" for r in kept] == [r.selection_accuracy < at_20[2] - margin for r in kept]
+    assert sorted(r.steps_taken for r in kept if r.stopped_because == "pruned") == [20]
+    full = train(replace(pruned, sweep_steps=0))
+    for with_margin, unpruned in zip(kept, full):  # a kept run is the run it gets in a full sweep
+        if with_margin.stopped_because != "pruned":
+            assert with_margin.curve == unpruned.curve and with_margin.steps_taken == unpruned.steps_taken
+
+
+def test_a_margin_that_keeps_every_candidate_makes_the_full_sweeps_choice():
+    task = small_mqar()
+    spec, full = recipe(target=0.99)
+    params = spec.resolve({})
+    everyone = run_pairing(task, spec, params, replace(full, sweep_steps=20, sweep_margin=1.0), seed=1,
+                           accelerator="cpu")
+    alone = run_pairing(task, spec, params, full, seed=1, accelerator="cpu")
+    assert everyone.train["selected_at"] == 20 and everyone.train["lr_selection_kept"] == ["0.0003", "0.003", "0.03"]
+    assert everyone.train["lr_selection_val_accuracy"] == alone.train["lr_selection_val_accuracy"]
+    assert everyone.train["lr"] == alone.train["lr"] and everyone.metrics == alone.metrics
+    assert everyone.curve == alone.curve
+
+
+def test_a_margin_without_sweep_steps_is_refused_and_may_train_a_full_sweep():
+    with pytest.raises(ParamError, match="sweep_margin=0.05 needs sweep_steps"):
+        Recipe(steps=1000, lr_grid=(0.1, 0.2), sweep_margin=0.05)
+    margin = Recipe(steps=1000, lr_grid=(0.1, 0.2, 0.4), sweep_steps=300, sweep_margin=0.05)
+    assert margin.replica_steps() == 3 * 1000  # every candidate may be within it
+    assert "within 0.05 of the best" in margin.describe()
+
+
 def test_a_full_sweep_records_every_candidates_validation_checks():
     task = small_mqar()
     spec, full = recipe(target=0.99)

@@ -11,9 +11,9 @@ ties to the earlier candidate. A pruning sweep's kept run is that candidate's fu
 final validation accuracy of the full sweep's choice minus that of its own (0 when both choose alike, never
 negative). Validation, not test: both choices are made on it, and the test split stays unread for choices.
 Also per S: the replica-steps the pruning sweep would have trained, over the full sweep's. With ``--keep-within M``
-it replays another rule: at S every candidate within M of the best on validation trains on, not only the best, and
-the choice among them is made at the end (a flat start, where every candidate is at the same level, prunes
-nothing).
+it replays the rule of ``train.sweep_margin = M``: at S every candidate within M of the best on validation trains
+on, not only the best, and the choice among them is made at the end (a flat start, where every candidate is at the
+same level, prunes nothing).
 """
 from __future__ import annotations
 

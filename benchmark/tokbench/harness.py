@@ -341,19 +341,20 @@ class Convergence(EarlyStopping):
 
 
 class SweepPruning(pl.Callback):
-    """A sweep that keeps one candidate early: once one seed's candidates have trained ``sweep_steps`` steps,
-    the one with the best validation accuracy (ties: the earlier candidate) trains on and the others stop,
-    ``"pruned"``; or sooner, as soon as a candidate reaches its target, that one is kept (where several reach
-    it at the same check, the best of them) and the others stop there: none of them could beat it by more than
-    ``1 - target`` of the oracle's validation accuracy. A candidate whose loss became non-finite is left out
-    here (it fails the pairing at the end, as a full sweep would). Successive halving with one rung (Jamieson &
-    Talwalkar 2016): the kept run is exactly the run that candidate gets alone, as its schedule is sized to the
-    cap whether or not the others go on.
+    """A sweep that keeps some candidates early: once one seed's candidates have trained ``sweep_steps`` steps,
+    the one with the best validation accuracy (ties: the earlier candidate) and, with ``sweep_margin``, every other
+    within that margin of it train on, to their own stops; the others stop, ``"pruned"``. Or sooner, as soon as a
+    candidate reaches its target, that one alone is kept (where several reach it at the same check, the best of
+    them) and the others stop there: none of them could beat it by more than ``1 - target`` of the oracle's
+    validation accuracy. A candidate whose loss became non-finite is left out here (it fails the pairing at the
+    end, as a full sweep would). Successive halving with one rung (Jamieson & Talwalkar 2016): each kept run is
+    exactly the run that candidate gets alone, as its schedule is sized to the cap whether or not the others go
+    on. The margin is for a flat start or a slow climb, where the best at ``sweep_steps`` may lead by noise.
     """
 
     def __init__(self, candidates: Sequence[Replica], val: Split, label_law: LabelLaw | None) -> None:
         self.candidates, self.val, self.label_law = candidates, val, label_law
-        self.at = candidates[0].recipe.sweep_steps
+        self.at, self.margin = candidates[0].recipe.sweep_steps, candidates[0].recipe.sweep_margin
 
     def on_train_batch_end(self, trainer: pl.Trainer, module: pl.LightningModule, *args: Any) -> None:
         if self.candidates[0].selected_at is not None:
@@ -365,11 +366,13 @@ class SweepPruning(pl.Callback):
         step = solved[0].steps_taken if solved else self.at
         compared = [r for r in self.candidates if r.error is None]
         accuracies = {r.index: evaluate_accuracy(r.model, self.val, self.label_law) for r in compared}
-        kept = max(solved or compared, key=lambda r: accuracies[r.index])  # max keeps the first of equals
+        best = max(solved or compared, key=lambda r: accuracies[r.index])  # max keeps the first of equals
+        near = [] if solved or not self.margin else \
+            [r for r in compared if accuracies[r.index] >= accuracies[best.index] - self.margin]
         for r in compared:
             r.model.train()
             r.selected_at, r.selection_accuracy = step, accuracies[r.index]
-            if r is not kept and r.active:
+            if r is not best and r not in near and r.active:
                 r.stop("pruned")
 
 
@@ -735,7 +738,10 @@ def select_recipe(task: Task, recipe: Recipe, val: Split, candidates: Sequence[R
     """The candidate of the recipe's sweep with the best accuracy on ``val``; ties go to the earlier candidate.
 
     ``candidates`` are the trained replicas of one seed, one per ``recipe.candidates()``, all from the same
-    initialisation. Returns the kept one and the validation accuracy of each (empty without a sweep).
+    initialisation. Returns the kept one and the validation accuracy each was compared on (empty without a
+    sweep): at the end, or, in a sweep that pruned, a pruned candidate's at ``selected_at``, and so the sole kept
+    one's; where it kept several (``sweep_margin``), the choice among them is made, and their accuracies taken, at
+    the end.
     A candidate whose loss became non-finite fails the pairing, as the sweep would alone.
     """
     for candidate in candidates:
@@ -743,13 +749,16 @@ def select_recipe(task: Task, recipe: Recipe, val: Split, candidates: Sequence[R
             raise candidate.error
     if len(candidates) == 1 and not (recipe.lr_grid or recipe.wd_grid):
         return candidates[0], {}
-    if candidates[0].selected_at is not None:  # a pruning sweep chose during training: the one not pruned
-        kept = next(c for c in candidates if c.stopped_because != "pruned")
-        return kept, {_candidate_key(recipe, c.recipe): c.selection_accuracy for c in candidates}
+    compared = candidates
+    selection: dict[str, float] = {}
+    if candidates[0].selected_at is not None:  # a pruning sweep chose during training: among those it kept
+        compared = [c for c in candidates if c.stopped_because != "pruned"]
+        selection = {_candidate_key(recipe, c.recipe): c.selection_accuracy for c in candidates}
+        if len(compared) == 1:
+            return compared[0], selection
     law = validation_law(task, val, recipe)  # the same for every candidate
     best: tuple[float, Replica] | None = None
-    selection: dict[str, float] = {}
-    for candidate in candidates:
+    for candidate in compared:
         accuracy = evaluate_accuracy(candidate.model, val, law)
         selection[_candidate_key(recipe, candidate.recipe)] = accuracy
         if best is None or accuracy > best[0]:
@@ -871,9 +880,10 @@ def _evaluated(task: Task, model_spec: ModelSpec, model_params: dict[str, Any], 
     if selection:
         train_info.update(lr_grid=list(recipe.lr_grid), wd_grid=list(recipe.wd_grid),
                           lr_selection_val_accuracy=selection)
-        if kept.selected_at is not None:  # chosen at that step, the others pruned (else at the end)
-            train_info["selected_at"] = kept.selected_at
         keyed = {_candidate_key(recipe, c.recipe): c for c in candidates}
+        if kept.selected_at is not None:  # pruned at that step: which candidates trained on (else all, to the end)
+            train_info["selected_at"] = kept.selected_at
+            train_info["lr_selection_kept"] = [key for key, c in keyed.items() if c.stopped_because != "pruned"]
         curves = {key: c.val_curve for key, c in keyed.items() if c.val_curve["step"]}
         if curves:  # every candidate's validation checks: what a choice at another step would have been
             train_info["lr_selection_val_curve"] = curves

@@ -57,8 +57,8 @@ class Replica:
     ``last_loss``, ``budget_curve``, ``val_curve`` (validation accuracy at each check), ``steps_taken`` and
     ``stopped_because`` are what training did; ``error`` is set when its loss became non-finite, which ends
     this replica only. A sweep that prunes (``Recipe.sweep_steps``) sets ``selected_at``, the step of its choice,
-    and ``selection_accuracy``, the validation accuracy it was chosen on, on each candidate of the seed, and
-    stops all but the kept one with ``stopped_because = "pruned"``.
+    and ``selection_accuracy``, its validation accuracy there, on each candidate of the seed, and stops all but
+    the kept ones (the best, and those within ``Recipe.sweep_margin`` of it) with ``stopped_because = "pruned"``.
     """
 
     model: TokenModel

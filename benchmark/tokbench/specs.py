@@ -45,6 +45,7 @@ class Recipe:
     weight_decay: float = 0.0
     wd_grid: tuple[float, ...] = ()
     sweep_steps: int = 0
+    sweep_margin: float = 0.0
     momentum: float = 0.0
     betas: tuple[float, ...] = (0.9, 0.999)
     schedule: str = "constant"
@@ -70,6 +71,8 @@ class Recipe:
         object.__setattr__(self, "budgets", tuple(sorted(set(self.budgets))))
         if self.sweep_steps and self.stops_early and self.sweep_steps % self.eval_every:
             raise ParamError(f"sweep_steps={self.sweep_steps} must be a multiple of eval_every={self.eval_every}")
+        if self.sweep_margin and not self.sweep_steps:
+            raise ParamError(f"sweep_margin={self.sweep_margin:g} needs sweep_steps (the step it keeps candidates at)")
         if self.data == "fresh" and self.batch_size == 0:
             raise ParamError("data=fresh draws batch_size new sequences per step; set batch_size >= 1")
 
@@ -111,21 +114,24 @@ class Recipe:
 
     @property
     def prunes(self) -> bool:
-        """Whether the sweep keeps one candidate at ``sweep_steps`` (or at the first to reach its target) and trains
-        only that one on."""
+        """Whether the sweep keeps some candidates at ``sweep_steps`` (the best and, with ``sweep_margin``, those
+        within it; or the first to reach its target) and trains only those on."""
         return 0 < self.sweep_steps < self.steps and len(self.candidates()) > 1
 
     def replica_steps(self) -> int:
         """The most replica-steps one seed trains: every candidate to the cap, or to ``sweep_steps`` and then the
-        kept one to the cap (an early stop trains fewer)."""
+        kept one to the cap (an early stop trains fewer); with a ``sweep_margin`` every candidate may be within it,
+        so at most a full sweep's."""
         candidates = len(self.candidates())
-        if self.prunes:
+        if self.prunes and not self.sweep_margin:
             return self.sweep_steps * candidates + self.steps - self.sweep_steps
         return self.steps * candidates
 
     def describe(self) -> str:
         batch = "full batch" if self.batch_size == 0 else f"batch {self.batch_size}"
         when = f" at step {self.sweep_steps}" if self.prunes else ""
+        if self.prunes and self.sweep_margin:
+            when += f" (with every candidate within {self.sweep_margin:g} of the best there, chosen at the end)"
         swept = [f"{name} chosen on validation{when} from {format_floats(grid)}"
                  for name, grid in (("lr", self.lr_grid), ("weight decay", self.wd_grid)) if grid]
         parts = [self.optimizer, *(swept or [f"lr {self.lr:g}"])]
@@ -170,6 +176,9 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
     ("sweep_steps", "int", "with a sweep: at this step keep the candidate with the best validation accuracy and "
      "train only it on to the cap, or sooner the first to reach its target (0: every candidate to the cap, chosen "
      "at the end)", {"low": 0}),
+    ("sweep_margin", "float", "with sweep_steps: also keep every candidate whose validation accuracy there is within "
+     "this much of the best; the kept ones train on to their own stops and the best of them on validation at the "
+     "end is chosen (0: the best alone)", {"low": 0.0, "high": 1.0}),
     ("momentum", "float", "momentum of sgd", {"low": 0.0, "high": 0.999}),
     ("betas", "floats", "beta1,beta2 of adam and adamw", {"low": 0.0, "high": 0.9999}),
     ("schedule", "str", "learning-rate schedule after the warm-up: constant, cosine or linear decay to 0",
@@ -194,7 +203,8 @@ RECIPE_PARAMS: tuple[Param, ...] = tuple(Param(name, kind, _DEFAULT[name].defaul
 
 #: recipe keys added since record schema 3, kept out of a run's identity at their defaults (see
 #: :meth:`Recipe.identity`)
-SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets", "validate_by", "sweep_steps")
+SCHEMA_3_KEYS = ("data", "target", "patience", "min_delta", "budgets", "validate_by", "sweep_steps",
+                 "sweep_margin")
 #: recipe keys of older records and what became of them (see :func:`migrate_recipe`)
 REMOVED_RECIPE_KEYS = {"early_stop": "target (a fraction of the oracle's validation accuracy)"}
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from script_modules import BUDGET, load_script
+from tokbench.suites import load_suite
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +101,26 @@ def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committ
     readme = (BUDGET / "README.md").read_text(encoding="utf-8")
     summary = printed.strip().split("\n\n")[-1]  # the rule's summary; the default's per-sweep table too
     assert summary and (printed.strip() if not rule else summary) in readme
+
+
+def test_the_check_trains_under_the_suites_architecture_protocol():
+    """Each sweep is one the suite's architecture block would run (its recipe keys, its grid, the LSTM's wider one,
+    its widths) on the middle rung of the family's ladder; only the evaluation at longer contexts is left out,
+    which does not touch training or the choice."""
+    suite = load_suite("tokbench").blocks[0]
+    check = load_suite(str(BUDGET / "pruning.toml")).blocks
+    assert {task for block in check for task in block.tasks} == set(suite.tasks)
+    left_out = {"last-token", "uniform", "context-guess", "bayes-optimal", "mamba"}  # baselines; Mamba: its cost
+    for block in check:
+        assert set(block.models) == set(suite.models) - left_out
+        assert (block.sweep, block.model_sweeps, block.model_params) == (
+            suite.sweep, suite.model_sweeps, suite.model_params)
+        for task in block.tasks:
+            train = {**suite.train, **suite.train["task"].get(task, {})}
+            train.pop("task")
+            own = {"validate_by": "labels", **block.train, **block.train.get("task", {}).get(task, {})}  # the default
+            own.pop("task", None)
+            assert own == train, task
+            middle = {key: values[1] for key, values in suite.ladders[task].items()}
+            assert block.task_params[task] == {**suite.task_params.get(task, {}), **middle}, task
+            assert block.task_params["*"] == suite.task_params["*"]

@@ -119,11 +119,15 @@ def test_both_rankings_train_under_one_protocol():
                                     if key not in ("validate_by", "task", "schedule")}
     assert architectures.train["schedule"] == "cosine" and "schedule" not in variants.train
     assert architectures.train["validate_by"] == "expected"  # where the task has a label law ...
+    # majority: no target stop (the stopping check: it cost up to 0.015), and a patience no run can meet, which keeps
+    # every candidate's validation checks (what a pruned sweep chooses on)
     assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"},  # ... lag-walk has none
-                                           "majority": {"target": 0}}  # the stopping check: its stop cost up to 0.015
+                                           "majority": {"target": 0, "patience": architectures.train["steps"]}}
     assert architectures.train["target"] and not architectures.train.get("patience")  # no plateau rule
     assert (architectures.sweep, architectures.seeds, architectures.evaluate) == (
         variants.sweep, variants.seeds, variants.evaluate)
+    # one grid is wider: the LSTM's optimum on lag-walk lies at x 1/16 (benchmark/budget, "The sweep range")
+    assert architectures.model_sweeps == {"lstm": {"lr_factors": (0.0625, 0.25, 1.0, 4.0)}} and not variants.model_sweeps
     assert architectures.task_params["*"] == variants.task_params["*"]
     assert architectures.ladders["lag-walk"] == variants.ladders["lag-walk"]
     assert architectures.task_params["lag-walk"] == variants.task_params["lag-walk"]

@@ -71,6 +71,26 @@ def test_malformed_evaluations_are_suite_errors_at_their_line(table, message):
         grid(WALK + "[grid.evaluate]\n" + table + "\n")
 
 
+def test_a_pairing_two_blocks_plan_trains_once_at_every_setting_either_asks_for():
+    """A baseline in two rankings, one of them with a length table: one training, one record, evaluated at the
+    settings of both blocks in the order first asked; the other pairings of each block keep their own."""
+    first = WALK.replace('models = ["attn-nope", "fixed-nope"]', 'models = ["attn-nope", "last-token"]')
+    second = ('[[grid]]\ntasks = ["random-walk"]\nmodels = ["last-token", "fixed-nope"]\nseeds = [0, 1]\n'
+              '[grid.task.random-walk]\ncontext_length = 8\n[grid.evaluate]\ncontext_length = ["x2", 32]\n')
+    pairings = grid(first + '[grid.evaluate]\ncontext_length = [32]\n' + second)
+    baseline = [p for p in pairings if (p.task_spec.name, p.model_spec.name) == ("random-walk", "last-token")]
+    assert [p.seed for p in baseline] == [0, 1]  # the first block's seed 0 and the second's seed 1
+    assert [p.variant.evaluate for p in baseline] == [({"context_length": 32}, {"context_length": 16})] * 2
+    assert len({p.config_hash for p in pairings}) == len(pairings)
+    assert of(pairings, "random-walk", "attn-nope").variant.evaluate == ({"context_length": 32},)
+    assert of([p for p in pairings if p.seed == 0], "random-walk", "fixed-nope").variant.evaluate == (
+        {"context_length": 16}, {"context_length": 32})
+    # where one block asks for no evaluation, the pairing is the other block's, the same record
+    plain = grid(first + second)
+    (alone,) = [p for p in grid(second) if p.model_spec.name == "last-token" and p.seed == 0]
+    assert of([p for p in plain if p.seed == 0], "random-walk", "last-token").config_hash == alone.config_hash
+
+
 def test_an_axis_no_task_declares_and_an_invalid_value_name_their_line():
     with pytest.raises(ParamError, match="^s.toml:8: no task here declares 'K' among its evaluation axes"):
         grid(WALK + "[grid.evaluate]\nK = [12]\n")

@@ -124,8 +124,9 @@ def test_both_rankings_train_under_one_protocol():
     assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"},  # ... lag-walk has none
                                            "majority": {"target": 0, "patience": architectures.train["steps"]}}
     assert architectures.train["target"] and not architectures.train.get("patience")  # no plateau rule
-    assert (architectures.sweep, architectures.seeds, architectures.evaluate) == (
-        variants.sweep, variants.seeds, variants.evaluate)
+    assert (architectures.sweep, architectures.seeds) == (variants.sweep, variants.seeds)
+    # the length table is the variants'; the architectures' middle rungs at seed 0 are then the pruning check's sweeps
+    assert not architectures.evaluate and variants.evaluate == {"context_length": ("x2", "x4")}
     # one grid is wider: the LSTM's optimum on lag-walk lies at x 1/16 (benchmark/budget, "The sweep range")
     assert architectures.model_sweeps == {"lstm": {"lr_factors": (0.0625, 0.25, 1.0, 4.0)}} and not variants.model_sweeps
     assert architectures.task_params["*"] == variants.task_params["*"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, TypeVar
 
@@ -555,14 +555,15 @@ def expand(
 
     ``seeds`` replaces every block's seeds with ``0..seeds-1``; ``evaluate`` (from ``--evaluate``)
     replaces every block's ``[grid.evaluate]``; ``outputs`` says what every pairing writes besides its record
-    (:mod:`tokbench.outputs`). Pairings with the
-    same identity (from overlapping blocks) appear once. Each distinct task instance
+    (:mod:`tokbench.outputs`). Pairings that train alike (from overlapping blocks) appear once, evaluated at every
+    setting any of their blocks asks for, in the order first asked (:func:`_merged`). Each distinct task instance
     is created once here, so that a constraint between its parameters (its
     ``validate()``) is a usage error before anything runs.
     """
     task_filter = _filter(tasks, registry.tasks, "task")
     model_filter = _filter(models, registry.models, "model")
-    pairings: dict[str, Pairing] = {}
+    pairings: dict[tuple[str, int], Pairing] = {}  # by what trains (see _merged) and seed
+    variants: dict[str, Variant] = {}
     checked: set[str] = set()
     laws: dict[str, bool] = {}  # whether a task at these parameters gives the law of its labels
     for block in suite.blocks:
@@ -597,9 +598,9 @@ def expand(
                     _check_allocations(variant)
                     if recipe.validate_by == "expected":
                         _check_label_law(task, task_params, laws)
+                    key, variant = _merged(variant, variants, pairings)
                     for seed in block_seeds:
-                        pairing = Pairing(variant, seed)
-                        pairings.setdefault(pairing.config_hash, pairing)
+                        pairings.setdefault((key, seed), Pairing(variant, seed))
     grid = list(pairings.values())
     if not grid:
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
@@ -609,6 +610,24 @@ def expand(
     if evaluate:
         _check_axes(evaluate, {p.task_spec.name: p.task_spec for p in grid}.values(), lambda axis: f"--evaluate {axis}")
     return grid
+
+
+def _merged(variant: Variant, variants: dict[str, Variant],
+            pairings: dict[tuple[str, int], Pairing]) -> tuple[str, Variant]:
+    """The key of what ``variant`` trains (its identity less its evaluations, which do not touch training) and the
+    variant to plan for it. A variant that trains like an earlier one (another block planning the same pairing, e.g.
+    a baseline in two rankings, one with a length table) is that one, evaluated also at the settings it adds: one
+    training, one record. The earlier variant's pairings are planned anew with the merged one."""
+    key = replace(variant, evaluate=()).hashes(0) if variant.evaluate else variant.hashes(0)
+    known = variants.setdefault(key, variant)
+    added = tuple(setting for setting in variant.evaluate if setting not in known.evaluate)
+    if known is variant or not added:
+        return key, known
+    merged = variants[key] = replace(known, evaluate=known.evaluate + added)
+    for place, pairing in pairings.items():
+        if pairing.variant is known:
+            pairings[place] = Pairing(merged, pairing.seed)
+    return key, merged
 
 
 def _check_label_law(task: TaskSpec, params: dict[str, Any], checked: dict[str, bool]) -> None:

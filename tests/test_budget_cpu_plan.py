@@ -29,6 +29,22 @@ def test_the_projection_is_seeds_times_replica_steps_times_the_step_cost(plan_to
     assert plan_tool.project(full, second)["gru"]["causal-graph"] == pytest.approx(2 * 3 * 3 * 10000 / 3600)
 
 
+def test_a_variant_with_records_is_projected_from_the_time_they_took(plan_tool):
+    """Its seeds x the mean of its records' wall seconds (stops and evaluation included); a record of another
+    plan, or a failed one, is not read."""
+    pairings = plan_tool.trained_pairings("tokbench", ("causal-graph",), ("gru",), rung=1)
+    variants = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), rung=1)
+    assert [p.seed for p in pairings] == [0, 1, 2]
+    records = [{"config_hash": pairing.config_hash, "status": status, "train": {"wall_seconds": seconds}}
+               for pairing, seconds, status in zip(pairings, (1800.0, 3600.0, 99999.0), ("ok", "ok", "failed"))]
+    records.append({"config_hash": "0" * 16, "status": "ok", "train": {"wall_seconds": 99999.0}})
+    recorded = plan_tool.recorded_seconds(pairings, records)
+    assert list(recorded.values()) == [[1800.0, 3600.0]]
+    costs = dict.fromkeys(variants, 1.0)
+    assert plan_tool.project(variants, costs, recorded) == {"gru": {"causal-graph": pytest.approx(3 * 0.75)}}
+    assert plan_tool.project(variants, costs) == {"gru": {"causal-graph": 3 * 3 * 10000 / 3600}}
+
+
 def test_a_rung_keeps_that_rung_of_every_ladder_and_a_cost_is_per_batch(plan_tool):
     middle = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), rung=1)
     ((variant, seeds),) = middle.values()
@@ -41,7 +57,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(BUDGET / "cpu_plan.py"), *args], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("extra", [[], ["--set", "train.sweep_steps=3000"]])
+@pytest.mark.parametrize("extra", [[], ["--set", "train.sweep_steps=3000"],
+                                   ["--rung", "1", "--records", str(BUDGET / "pruning-records")]])
 def test_the_readme_tables_are_what_the_command_prints_on_the_committed_costs(extra):
     # --no-measure also checks that the committed costs cover every trained variant of the architecture ranking
     done = run("--model", *ARCHITECTURES, "--no-measure", "--markdown", *extra)

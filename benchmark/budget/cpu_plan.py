@@ -1,7 +1,7 @@
 """The CPU cost of a suite's plan, per model and task family, from step costs measured on this machine.
 
     python benchmark/budget/cpu_plan.py [--suite tokbench] [--task T ...] [--model M ...] [--set KEY=VALUE ...]
-                                        [--rung I] [--costs FILE] [--no-measure] [--markdown]
+                                        [--rung I] [--costs FILE] [--no-measure] [--records FOLDER ...] [--markdown]
 
 For every trained, applicable variant of the suite (a task setting and a model, all seeds) it measures the
 marginal cost of one training step on one torch thread, as a `tokbench run` worker trains (the difference of
@@ -12,7 +12,9 @@ upper bound on training: a run that reaches its target stops earlier; evaluation
 the validation split, the test budgets and the longer-context settings) is not counted: a few percent for the
 architectures at width 64, more for the MLP, and most of the cost of the tiny single-layer models (the budget
 README calibrates it on records). Adaptive seeds
-beyond the suite's ``seeds`` are not counted.
+beyond the suite's ``seeds`` are not counted. With ``--records``, a variant that has records of the plan is
+projected from the time they took instead (``train.wall_seconds``, mean per seed: stops and evaluation included,
+under the load they ran at).
 
 Measured costs are kept in ``--costs`` (JSON) and only missing variants are measured, so other plans over the
 same settings (fewer rungs, another sweep) are projected without measuring again. The seconds are this
@@ -27,7 +29,9 @@ import platform
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
@@ -41,23 +45,40 @@ def _key(variant) -> str:
                       sort_keys=True)
 
 
-def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
-                     settings: tuple[str, ...] = (), rung: int | None = None) -> dict[str, tuple[object, int]]:
-    """``{key: (variant, seeds)}`` for every trained, applicable variant of ``suite`` (narrowed and set as
-    ``tokbench run --task/--model/--set`` would; with ``rung``, only that rung of each ladder, 0 the first)."""
+def trained_pairings(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
+                     settings: tuple[str, ...] = (), rung: int | None = None) -> list:
+    """Every trained, applicable pairing of ``suite`` (narrowed and set as ``tokbench run --task/--model/--set``
+    would; with ``rung``, only that rung of each ladder, 0 the first)."""
     from tokbench.grid import expand, parse_settings
     from tokbench.plugins import registry
     from tokbench.suites import load_suite
 
+    return [pairing for pairing in expand(load_suite(suite), registry(), tasks, models,
+                                          settings=parse_settings(settings))
+            if pairing.not_applicable is None and pairing.model_spec.trained
+            and (rung is None or pairing.variant.rung is None or pairing.variant.rung.index == rung)]
+
+
+def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
+                     settings: tuple[str, ...] = (), rung: int | None = None) -> dict[str, tuple[object, int]]:
+    """``{key: (variant, seeds)}`` for every variant of :func:`trained_pairings`."""
     found: dict[str, tuple[object, int]] = {}
-    for pairing in expand(load_suite(suite), registry(), tasks, models, settings=parse_settings(settings)):
-        if pairing.not_applicable is not None or not pairing.model_spec.trained:
-            continue
-        if rung is not None and pairing.variant.rung is not None and pairing.variant.rung.index != rung:
-            continue
+    for pairing in trained_pairings(suite, tasks, models, settings, rung):
         key = _key(pairing.variant)
         variant, seeds = found.get(key, (pairing.variant, 0))
         found[key] = (variant, seeds + 1)
+    return found
+
+
+def recorded_seconds(pairings: list, records: Iterable[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """``{key: [wall seconds]}``: what the pairings that have an ok record among ``records`` took to train and
+    evaluate (``train.wall_seconds``), by the key of their variant's step cost."""
+    by_hash = {record["config_hash"]: record for record in records}
+    found: dict[str, list[float]] = defaultdict(list)
+    for pairing in pairings:
+        record = by_hash.get(pairing.config_hash)
+        if record is not None and record.get("status") == "ok":
+            found[_key(pairing.variant)].append(record["train"]["wall_seconds"])
     return found
 
 
@@ -89,14 +110,19 @@ def _setting(variant) -> str:
     return ", ".join(f"{k}={v}" for k, v in variant.rung.axes.items()) if variant.rung else ""
 
 
-def project(variants: dict[str, tuple[object, int]], costs: dict[str, float | None]) -> dict[str, dict[str, float]]:
-    """``{model: {task: core-hours at the cap}}`` over the variants that apply."""
+def project(variants: dict[str, tuple[object, int]], costs: dict[str, float | None],
+            recorded: dict[str, list[float]] | None = None) -> dict[str, dict[str, float]]:
+    """``{model: {task: core-hours}}`` over the variants that apply: at the cap, or, for a variant with records in
+    ``recorded``, its seeds x the mean time its records took (their stops and their evaluation included)."""
     hours: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for key, (variant, seeds) in variants.items():
-        if costs[key] is None:
+        if recorded and recorded.get(key):
+            seconds = sum(recorded[key]) / len(recorded[key])
+        elif costs[key] is None:
             continue
-        steps = variant.recipe.replica_steps()
-        hours[variant.model_spec.name][variant.task_spec.name] += seeds * steps * costs[key] / 3600
+        else:
+            seconds = variant.recipe.replica_steps() * costs[key]
+        hours[variant.model_spec.name][variant.task_spec.name] += seeds * seconds / 3600
     return hours
 
 
@@ -123,11 +149,15 @@ def main() -> int:
     parser.add_argument("--costs", type=Path, default=Path(__file__).with_name("cpu-costs.json"),
                         help="measured seconds per step, read and extended (default cpu-costs.json beside this)")
     parser.add_argument("--no-measure", action="store_true", help="project from --costs only; fail if one is missing")
+    parser.add_argument("--records", type=Path, nargs="+", default=(), metavar="FOLDER",
+                        help="records of the plan's pairings: a variant with records is projected from the time "
+                             "they took (mean per seed) instead of at the cap")
     parser.add_argument("--markdown", action="store_true", help="a GitHub markdown table instead of plain text")
     args = parser.parse_args()
     from tokbench.errors import TokbenchError
 
     try:
+        pairings = trained_pairings(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings), args.rung)
         variants = trained_variants(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings), args.rung)
     except TokbenchError as error:  # an unknown suite, name or key: one line, as tokbench run says it
         print(f"error: {error}", file=sys.stderr)
@@ -146,10 +176,15 @@ def main() -> int:
         print(f"error: {len(missing)} variants of {args.suite} have no measured cost in {args.costs}", file=sys.stderr)
         return 2
     measure(variants, costs, save)
-    header, body = table(project(variants, costs))
+    from tokbench.results import load_records
+
+    recorded = recorded_seconds(pairings, (r for folder in args.records for r in load_records(folder).records.values()))
+    header, body = table(project(variants, costs, recorded))
     narrowed = " ".join([*(["--rung", str(args.rung)] if args.rung is not None else []),
                          *(["--set", *args.settings] if args.settings else [])])
-    print(f"{args.suite} {narrowed}".rstrip() + ": core-hours at the cap (one thread per run), by model and family")
+    source = (f"at the cap, or for {len(recorded)} of {len(variants)} variants from the time their "
+              f"{sum(map(len, recorded.values()))} records took" if args.records else "at the cap")
+    print(f"{args.suite} {narrowed}".rstrip() + f": core-hours {source} (one thread per run), by model and family")
     print(tabulate(body, headers=header, tablefmt="github" if args.markdown else "simple", disable_numparse=True))
     return 0
 

@@ -315,6 +315,28 @@ def test_a_family_no_model_can_take_at_a_longer_length_leaves_the_overall_there_
     main = score_table(report.scores, lengths=report.lengths)
     assert "Overall at context_length x2 is over mqar; not sparse-selection (no model has a score there)." in main.notes
 
+def test_a_ranking_whose_learned_models_have_no_evaluation_has_no_length_column():
+    """The tokbench suite's length table is the single layers': the baselines both rankings share on lag-walk carry
+    its evaluations, the architectures do not, and their ranking shows no "Overall at" column."""
+    single = "attention (1 layer)"
+    ok = [{"overrides": {"context_length": 16}, "status": "ok",
+           "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0}}]
+    walk = {"K": [4, 8, 16], "context_length": [8, 8, 8]}
+    evaluated = v3([rec for model, rungs, family in (("attn-nope", [0.9, 0.8, 0.7], single),
+                                                      ("attn-rope", [0.3, 0.2, 0.1], single),
+                                                      ("uniform", [0.1] * 3, "baseline"))
+                    for rec in _model("lag-walk", model, rungs, family=family, spread=0.002, axes=walk)],
+                   chance=0.0, oracle=1.0, evaluations=ok)
+    architectures = v3([rec for model, rungs in (("gru", [0.9, 0.7, 0.5]), ("lstm", [0.8, 0.6, 0.4]))
+                        for task, axes in (("lag-walk", walk), ("mqar", None))
+                        for rec in _model(task, model, rungs, spread=0.002, axes=axes)], chance=0.0, oracle=1.0)
+    report = build_report(sections(evaluated + architectures, "tokbench")[0])
+    ranked, layers = report.rankings
+    assert ranked.lengths is None and layers.lengths.settings == ["context_length x2"]
+    assert "Overall at x2" not in score_table(ranked.scores, lengths=ranked.lengths).headers
+    assert score_table(layers.scores, lengths=layers.lengths).headers[:3] == ["model", "Overall", "Overall at x2"]
+
+
 def test_a_multiple_a_task_could_not_resolve_shares_the_column_of_the_resolved_ones():
     # sparse-selection has no context_length: its records keep "x2", unresolved and not applicable
     resolved = [{"overrides": {"context_length": 16}, "status": "ok",

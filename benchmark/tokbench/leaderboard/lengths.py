@@ -28,8 +28,11 @@ class Lengths:
 
 
 def build_lengths(board: Leaderboard, main: Scores) -> Lengths | None:
-    """The score table of every evaluation setting the records carry; None when none carries one."""
-    names = scale.settings([rec for cell in board.cells.values() for rec in cell.ok])
+    """The score table of every evaluation setting that records of ``main``'s learned rows carry; None when none
+    carries one. A setting only reference rows were evaluated at (a baseline a ranking shares with another that has
+    a length table) gives this one no column."""
+    learned = {row.key for row in main.ranked}
+    names = scale.settings([rec for (_, row), cell in board.cells.items() if row in learned for rec in cell.ok])
     tables = {name: table for name in names
               if (table := build_scores(board, scale.at_evaluation(name), main.counted, main.rows)) is not None}
     return Lengths(tables) if tables else None

@@ -36,7 +36,8 @@ def _dry_run(folder: Path, pairings: int) -> tuple[float, float]:
     start, cpu = time.perf_counter(), _cpu_seconds()
     done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
-    if done.returncode != 0 or not done.stdout.endswith(f"{pairings} pairings: {pairings} to run, 0 to skip\n"):
+    last = f"{pairings} pairings: {pairings} to run, 0 not applicable (recorded without training), 0 to skip\n"
+    if done.returncode != 0 or not done.stdout.endswith(last):
         raise RuntimeError(f"dry run of {pairings} pairings failed ({done.returncode}): {done.stderr[-2000:]}")
     return seconds, cpu
 

@@ -1,6 +1,7 @@
 """benchmark/republish/acceptance.py: the fair-comparison issue's requirements, checked on records."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,3 +122,17 @@ def test_the_command_exits_1_and_names_what_is_missing_and_2_for_a_missing_folde
     result = subprocess.run([sys.executable, str(TOOL), str(tmp_path), "--scale", str(tmp_path / "absent")],
                             capture_output=True, text=True)
     assert result.returncode == 2 and result.stdout == "" and "no such records folder" in result.stderr
+
+
+def test_several_folders_are_one_section_and_a_pairing_in_two_of_them_is_exit_2(tmp_path):
+    """The republish's records and the pruning check's (the suite's own records of its sweeps) are read together."""
+    record = next(iter(sorted((BENCHMARK / "republish" / "records").glob("*.json"))))
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder in (first, second):
+        folder.mkdir()
+    shutil.copy(record, first)
+    result = subprocess.run([sys.executable, str(TOOL), str(first), str(second)], capture_output=True, text=True)
+    assert result.returncode == 1 and "over 1 runs" in result.stdout
+    shutil.copy(record, second)
+    result = subprocess.run([sys.executable, str(TOOL), str(first), str(second)], capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == "" and "also in an earlier folder" in result.stderr

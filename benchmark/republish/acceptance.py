@@ -1,10 +1,11 @@
 """What the fair-comparison issue asks of the republished `tokbench` section, checked on records folders.
 
-    python benchmark/republish/acceptance.py RECORDS [--scale SCALE_RECORDS] [--markdown]
+    python benchmark/republish/acceptance.py RECORDS [RECORDS ...] [--scale SCALE_RECORDS] [--markdown]
 
-RECORDS is the `tokbench` section's folder (``benchmark/republish/records`` while the republish runs,
-``leaderboard/records/tokbench`` once published); SCALE_RECORDS the GPU-scale section's, where the larger sizes may
-live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
+RECORDS are the `tokbench` section's folders (``benchmark/republish/records`` while the republish runs, with
+``benchmark/budget/pruning-records``, whose sweeps are the suite's own records of the architecture block's middle
+rungs at seed 0; ``leaderboard/records/tokbench`` once published); SCALE_RECORDS the GPU-scale section's, where the
+larger sizes may live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
 republish can be judged on its records before they replace the published ones. Two rows read beyond the records:
 the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
 and its test, ``tests/test_budget_stopping.py``) and the README, which must state the section's cost as the
@@ -14,8 +15,8 @@ A trained record is an ok record whose pairing has a recipe (``params.train`` is
 have none). A model family's learning rates are every ``lr`` and ``lr_grid`` value its trained records of one task
 family report: the rates its sweeps tried. An mqar rung is a task setting of any mqar record of the section (its
 task version and parameters but the split sizes), so a rung where ``transformer-2l`` has no record, or a failed one,
-does not hold. A folder that does not exist, an unreadable record or two files of one pairing end the command with
-one line and exit 2: a check on a partial read would be no check.
+does not hold. A folder that does not exist, an unreadable record or two files of one pairing (in one folder or two)
+end the command with one line and exit 2: a check on a partial read would be no check.
 """
 from __future__ import annotations
 
@@ -185,24 +186,31 @@ def checks(section: Iterable[Record], scale: Iterable[Record] = (), readme: Path
             check_stopping(stopping), check_cost(every, readme)]
 
 
-def _read(folder: Path) -> list[Record]:
-    """Every record in ``folder``; :class:`RecordError` for a missing folder, an unreadable file or a pairing twice."""
-    if not folder.is_dir():
-        raise RecordError(folder, "no such records folder")
-    loaded = load_records(folder, strict=True)
-    if loaded.newer:
-        raise RecordError(folder, f"{len(loaded.newer)} records of a newer tokbench, not readable here")
-    return list(loaded.records.values())
+def _read(*folders: Path) -> list[Record]:
+    """Every record in ``folders``; :class:`RecordError` for a missing folder, an unreadable file or a pairing
+    twice."""
+    found: dict[str, Record] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise RecordError(folder, "no such records folder")
+        loaded = load_records(folder, strict=True)
+        if loaded.newer:
+            raise RecordError(folder, f"{len(loaded.newer)} records of a newer tokbench, not readable here")
+        for key, record in loaded.records.items():
+            if key in found:
+                raise RecordError(folder, f"a record of pairing {key} is also in an earlier folder")
+            found[key] = record
+    return list(found.values())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("records", type=Path, help="the tokbench section's records folder")
+    parser.add_argument("records", type=Path, nargs="+", help="the tokbench section's records folders")
     parser.add_argument("--scale", type=Path, help="the GPU-scale section's records folder")
     parser.add_argument("--markdown", action="store_true", help="a GitHub table instead of plain text")
     args = parser.parse_args(argv)
     try:
-        section, scale = _read(args.records), _read(args.scale) if args.scale else []
+        section, scale = _read(*args.records), _read(args.scale) if args.scale else []
     except RecordError as exc:
         print(f"acceptance.py: {exc}", file=sys.stderr)
         return 2

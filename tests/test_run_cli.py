@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from run_support import record_files, write_suite
+from run_support import TINY_SUITE, record_files, write_suite
 from tokbench.cli import main
 from tokbench.plugins import registry
 from tokbench.results import load_record, load_records
@@ -163,3 +163,24 @@ def test_a_pairing_that_is_not_applicable_gets_its_record_and_is_no_failure(tmp_
     assert record["status"] == "not_applicable" and "predicts only the last position" in record["error"]
     assert record["metrics"] == {} and "failure" not in record
     assert "n/a" in out
+
+
+def test_a_record_trained_under_another_plan_is_placed_on_the_suites_ladder(tmp_path, capsys):
+    """A rung is not part of the identity: a record a ladder-free suite trained at a rung's values is that rung's
+    record, and a run of the laddered suite writes the rung into it (once) instead of training it again."""
+    flat = write_suite(tmp_path, TINY_SUITE.replace("seeds = 2", "seeds = 1"), "flat.toml")
+    laddered = write_suite(tmp_path, TINY_SUITE.replace("seeds = 2", "seeds = 1").replace(
+        "[grid.task.random-walk]\ncontext_length = 8\n",
+        "[grid.ladder.random-walk]\ncontext_length = [4, 8]\nK = [6, 6]\n[grid.task.random-walk]\n"), "ladder.toml")
+    out_dir = tmp_path / "runs"
+    assert run(capsys, "--suite", str(flat), "--out", str(out_dir))[0] == 0
+    assert all("ladder" not in load_record(f) for f in record_files(out_dir))
+    code, _, err = run(capsys, "--suite", str(laddered), "--out", str(out_dir), "--dry-run")
+    assert code == 0 and all("ladder" not in load_record(f) for f in record_files(out_dir))  # a dry run writes nothing
+    code, _, err = run(capsys, "--suite", str(laddered), "--out", str(out_dir))
+    assert code == 0 and "3 of 6 pairings to run" in err and "3 records" in err and "placed on this suite's" in err
+    rungs = {(r["model"], r["params"]["task"]["context_length"]): r["ladder"]
+             for r in map(load_record, record_files(out_dir))}
+    assert len(rungs) == 6 and {key[1]: value["rung"] for key, value in rungs.items()} == {4: 0, 8: 1}
+    code, _, err = run(capsys, "--suite", str(laddered), "--out", str(out_dir))
+    assert code == 0 and "placed" not in err

@@ -64,6 +64,24 @@ def plan(pairings: Sequence[Pairing], existing: Mapping[str, Record], rerun: str
     return [p for p in pairings if wanted(p)]
 
 
+def place_on_ladders(pairings: Sequence[Pairing], records: Mapping[str, Record], out: Path) -> int:
+    """Write each planned pairing's rung (``ladder``) into its record in ``out`` where the record places it
+    elsewhere or nowhere; returns how many were rewritten (atomically). A rung is not part of a pairing's identity, so
+    a record another suite trained with the same identity (the pruning check's sweeps are the tokbench suite's
+    middle rungs) is this suite's record, and the leaderboard reads its rung from it."""
+    from tokbench.results import write_record
+
+    placed = 0
+    for pairing in pairings:
+        record = records.get(pairing.config_hash)
+        rung = pairing.variant.rung
+        if record is not None and rung is not None and record.get("ladder") != rung.to_json():
+            record["ladder"] = rung.to_json()
+            write_record(out, record)
+            placed += 1
+    return placed
+
+
 # ---- executors -------------------------------------------------------------------------------------------------------
 
 class Executor(Protocol):

@@ -31,8 +31,8 @@ from tokbench.results import git_commit, load_records
 from tokbench.isolation import start_server
 from tokbench.locks import PairingLocks
 from tokbench.specs import RECIPE_PARAMS
-from tokbench.runner import (DEFAULT_THREADS, EXECUTORS, RERUN_MODES, check_ray_address, make_executor, plan,
-                             run_grid, usable_cores)
+from tokbench.runner import (DEFAULT_THREADS, EXECUTORS, RERUN_MODES, check_ray_address, make_executor,
+                             place_on_ladders, plan, run_grid, usable_cores)
 from tokbench.suites import builtin_suites, load_suite
 
 EXIT_INTERRUPTED = 130
@@ -300,6 +300,11 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
     finished = {p.config_hash: loaded.records[p.config_hash] for p in grid if p.config_hash in loaded.records}
+    again = {p.config_hash for p in todo}
+    placed = place_on_ladders([p for p in grid if p.config_hash not in again], finished, args.out)
+    if placed:
+        print(f"tokbench: {placed} records in {args.out}/ trained under another plan placed on this suite's ladder "
+              "rungs", file=sys.stderr)
     said: set[str] = set()
 
     def train(pairings: list[Pairing], headline: str) -> dict[str, Any]:

@@ -77,7 +77,11 @@ def test_the_command_prints_both_tables_for_an_empty_folder(tmp_path, capsys):
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_checks(folders):
     printed = subprocess.run([sys.executable, str(TOOL), *(str(BUDGET / folder) for folder in folders), "--markdown"],
                              capture_output=True, text=True, check=True).stdout
-    assert printed.count("|") > 100 and printed.strip() in (TOOL.parent / "README.md").read_text()
+    readme = (TOOL.parent / "README.md").read_text()
+    assert printed.count("|") > 100 and printed.strip() in readme
+    # in its own section: the single layers' sweeps before the architectures', the architectures' after
+    at, architectures = readme.index(printed.strip()), readme.index("**The architectures.**")
+    assert (at > architectures) is ("pruning-records" in folders)
 
 
 def test_records_of_another_model_version_are_not_one_sweep():

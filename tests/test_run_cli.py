@@ -184,3 +184,23 @@ def test_a_record_trained_under_another_plan_is_placed_on_the_suites_ladder(tmp_
     assert len(rungs) == 6 and {key[1]: value["rung"] for key, value in rungs.items()} == {4: 0, 8: 1}
     code, _, err = run(capsys, "--suite", str(laddered), "--out", str(out_dir))
     assert code == 0 and "placed" not in err
+
+
+def test_rung_narrows_a_laddered_plan_to_those_rungs_and_keeps_tasks_without_a_ladder(tmp_path, capsys):
+    text = TINY_SUITE.replace("[grid.task.random-walk]\ncontext_length = 8\n",
+                              "[grid.ladder.random-walk]\ncontext_length = [4, 8, 8]\nK = [6, 6, 12]\n"
+                              "[grid.task.random-walk]\n")
+    text += '[[grid]]\ntasks = ["majority"]\nmodels = ["last-token"]\n[grid.task.majority]\ntrain_size = 32\n'
+    laddered = write_suite(tmp_path, text, "ladder.toml")
+    code, out, err = run(capsys, "--suite", str(laddered), "--rung", "1", "--dry-run", "--out", str(tmp_path / "r"))
+    planned = [line for line in out.splitlines() if line.startswith("run ")]
+    assert code == 0 and len(planned) == 3 * 2 + 2  # the middle rung of the walk's ladder, majority without one
+    assert "ladder  random-walk: context_length 8; K 6  (1 rungs x 3 models)" in out
+    code, out, err = run(capsys, "--suite", str(laddered), "--rung", "0", "2", "--dry-run", "--out", str(tmp_path))
+    assert code == 0 and len([line for line in out.splitlines() if line.startswith("run ")]) == 2 * 3 * 2 + 2
+    with pytest.raises(SystemExit) as exit_info:
+        run(capsys, "--suite", str(laddered), "--rung", "-1", "--dry-run")
+    assert exit_info.value.code == 2 and "expected an integer >= 0" in capsys.readouterr().err
+    code, _, err = run(capsys, "--suite", str(laddered), "--rung", "3", "--dry-run", "--out", str(tmp_path))
+    assert code == 2 and err.count("\n") == 1 and "--rung 3: no ladder of this plan has that rung (its ladders " \
+                                                   "have 3 rungs, counted from 0)" in err

@@ -679,6 +679,19 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
+def on_rungs(pairings: Sequence[Pairing], rungs: Sequence[int]) -> list[Pairing]:
+    """The pairings on these rungs of their ladders (0 the easiest), and every pairing of a task without a ladder:
+    a plan cut in breadth (one rung per family), each record still placed on its ladder. A rung that no ladder of
+    the plan has is a usage error naming the ladders' lengths."""
+    lengths = sorted({p.variant.rung.count for p in pairings if p.variant.rung is not None})
+    absent = [rung for rung in rungs if not any(rung < length for length in lengths)]
+    if absent:
+        have = f"its ladders have {' or '.join(map(str, lengths))} rungs" if lengths else "it has no ladder"
+        raise UsageError(f"--rung {', '.join(map(str, absent))}: no ladder of this plan has that rung ({have}, "
+                         "counted from 0)")
+    return [p for p in pairings if p.variant.rung is None or p.variant.rung.index in rungs]
+
+
 def shard(pairings: Sequence[Pairing], index: int, count: int) -> list[Pairing]:
     """A deterministic 1/count of the grid: round robin over its cells (a pairing without its seed) sorted by
     their hash, so that every seed of a cell lands in the same shard.

@@ -42,6 +42,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an integer >= 0, or argparse's one-line usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
 def thread_count(text: str) -> int:
     """An argparse type: an integer from 1 to the machine's cores (torch would try to start every thread)."""
     value = positive_int(text)

@@ -20,10 +20,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from tokbench import adaptive, cells
-from tokbench.commands import loaded_registry, output_console, positive_int, thread_count
+from tokbench.commands import loaded_registry, nonnegative_int, output_console, positive_int, thread_count
 from tokbench.errors import StorageError, UsageError
 from tokbench.grid import (DEFAULT_SUITE, WIDEST_SUITE, Pairing, expand, implied_suite, left_out, limit_line,
-                           parse_evaluations, parse_settings, parse_shard, shard)
+                           on_rungs, parse_evaluations, parse_settings, parse_shard, shard)
 from tokbench.plugins import origin
 from tokbench.outputs import DEFAULT_CHECKPOINT_EVERY, LOGGERS, SAMPLES_SUFFIX, RunOutputs, check_loggers
 from tokbench.progress import make_progress, outcome, pairing_label, variant_labels
@@ -73,6 +73,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--model", dest="models", action="extend", nargs="+", default=[], metavar="NAME",
                      help="only these models of the suite (names or patterns)")
     run.add_argument("--seeds", type=positive_int, metavar="N", help="seeds 0..N-1 instead of the suite's")
+    run.add_argument("--rung", dest="rungs", action="extend", nargs="+", type=nonnegative_int, default=[],
+                     metavar="I", help="only these rungs of each ladder (0 the easiest; tasks without a ladder are "
+                     "kept): a plan cut in breadth, each record still placed on its ladder")
     run.add_argument("--set", dest="settings", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                      help="parameter overrides: task.KEY, model.KEY, train.KEY (the recipe: "
                      f"{', '.join(p.name for p in RECIPE_PARAMS)}), or a bare KEY for every task, "
@@ -269,6 +272,8 @@ def _run(args: argparse.Namespace) -> int:
                          checkpoint_every=args.checkpoint_every)
     grid = expand(suite, registry, args.tasks, args.models, args.seeds, parse_settings(args.settings),
                   parse_evaluations(args.evaluate) if args.evaluate else None, outputs)
+    if args.rungs:
+        grid = on_rungs(grid, args.rungs)
     if args.shard:
         grid = shard(grid, *parse_shard(args.shard))
         if not grid:  # more array jobs than pairings: the spare ones have nothing to do, which is no error

@@ -195,7 +195,7 @@ def test_rung_narrows_a_laddered_plan_to_those_rungs_and_keeps_tasks_without_a_l
     code, out, err = run(capsys, "--suite", str(laddered), "--rung", "1", "--dry-run", "--out", str(tmp_path / "r"))
     planned = [line for line in out.splitlines() if line.startswith("run ")]
     assert code == 0 and len(planned) == 3 * 2 + 2  # the middle rung of the walk's ladder, majority without one
-    assert "ladder  random-walk: context_length 8; K 6  (1 rungs x 3 models)" in out
+    assert "ladder  random-walk: context_length 8; K 6  (rung 1 of 3 x 3 models)" in out
     code, out, err = run(capsys, "--suite", str(laddered), "--rung", "0", "2", "--dry-run", "--out", str(tmp_path))
     assert code == 0 and len([line for line in out.splitlines() if line.startswith("run ")]) == 2 * 3 * 2 + 2
     with pytest.raises(SystemExit) as exit_info:

@@ -164,17 +164,21 @@ def _print_plan(pairings: list[Pairing], existing: Mapping[str, Mapping[str, Any
 def _ladder_lines(pairings: list[Pairing]) -> list[str]:
     """One line per laddered task: each axis's values from the easiest rung up, and how many models climb it."""
     rungs: dict[str, dict[int, Mapping[str, Any]]] = {}
+    counts: dict[str, int] = {}
     models: dict[str, set[str]] = {}
     for pairing in pairings:
         rung = pairing.variant.rung
         if rung is not None:
             rungs.setdefault(pairing.task_spec.name, {})[rung.index] = rung.axes
+            counts[pairing.task_spec.name] = rung.count
             models.setdefault(pairing.task_spec.name, set()).add(pairing.model_spec.name)
     lines = []
     for task, by_index in rungs.items():
         ordered = [by_index[i] for i in sorted(by_index)]
         axes = "; ".join(f"{key} {' -> '.join(str(r[key]) for r in ordered)}" for key in ordered[0])
-        lines.append(f"ladder  {task}: {axes}  ({len(ordered)} rungs x {len(models[task])} models)")
+        climbed = (f"{len(ordered)} rungs" if len(ordered) == counts[task] else  # --rung: which of how many
+                   f"rung {', '.join(map(str, sorted(by_index)))} of {counts[task]}")
+        lines.append(f"ladder  {task}: {axes}  ({climbed} x {len(models[task])} models)")
     return lines
 
 

@@ -96,7 +96,7 @@ def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
 
 @pytest.mark.parametrize("rule", [[], ["--keep-within", "0.01"]])
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records(rule):
-    printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), str(BUDGET / "pruning-records"),
+    printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), str(BUDGET.parent / "republish" / "records"),
                               "--markdown", *rule], capture_output=True, text=True, check=True).stdout
     readme = (BUDGET / "README.md").read_text(encoding="utf-8")
     summary = printed.strip().split("\n\n")[-1]  # the rule's summary; the default's per-sweep table too

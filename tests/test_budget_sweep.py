@@ -73,15 +73,26 @@ def test_the_command_prints_both_tables_for_an_empty_folder(tmp_path, capsys):
     assert "validation accuracy" in out and "edge by > 0.01" in out
 
 
-@pytest.mark.parametrize("folders", [["sweep-records"], ["pruning-records", "edges-records"]])
-def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_checks(folders):
-    printed = subprocess.run([sys.executable, str(TOOL), *(str(BUDGET / folder) for folder in folders), "--markdown"],
+@pytest.mark.parametrize("args", [[BUDGET / "sweep-records"],  # the single layers'; the architectures': the
+                                  [BUDGET.parent / "republish" / "records", BUDGET / "edges-records",  # check's sweeps
+                                   "--suite", BUDGET / "pruning.toml", BUDGET / "edges.toml"]])
+def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_checks(args):
+    printed = subprocess.run([sys.executable, str(TOOL), *map(str, args), "--markdown"],
                              capture_output=True, text=True, check=True).stdout
     readme = (TOOL.parent / "README.md").read_text()
     assert printed.count("|") > 100 and printed.strip() in readme
     # in its own section: the single layers' sweeps before the architectures', the architectures' after
     at, architectures = readme.index(printed.strip()), readme.index("**The architectures.**")
-    assert (at > architectures) is ("pruning-records" in folders)
+    assert (at > architectures) is ("--suite" in args)
+
+
+def test_a_suite_keeps_only_the_records_of_its_plan(tmp_path):
+    """--suite: among the republish's records only the pruning check's sweeps (its plan's hashes) are read."""
+    every = subprocess.run([sys.executable, str(TOOL), str(BUDGET.parent / "republish" / "records")],
+                           capture_output=True, text=True, check=True).stdout
+    planned = subprocess.run([sys.executable, str(TOOL), str(BUDGET.parent / "republish" / "records"), "--suite",
+                              str(BUDGET / "pruning.toml")], capture_output=True, text=True, check=True).stdout
+    assert "attn-" in every and "attn-" not in planned and "transformer-2l" in planned
 
 
 def test_records_of_another_model_version_are_not_one_sweep():

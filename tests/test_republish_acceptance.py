@@ -125,7 +125,7 @@ def test_the_command_exits_1_and_names_what_is_missing_and_2_for_a_missing_folde
 
 
 def test_several_folders_are_one_section_and_a_pairing_in_two_of_them_is_exit_2(tmp_path):
-    """The republish's records and the pruning check's (the suite's own records of its sweeps) are read together."""
+    """Several folders (shards not yet merged, say) are one section."""
     record = next(iter(sorted((BENCHMARK / "republish" / "records").glob("*.json"))))
     first, second = tmp_path / "first", tmp_path / "second"
     for folder in (first, second):

@@ -1,8 +1,9 @@
 """The sweep-range check: does a learning-rate sweep bracket its optimum, or does it pick an end of its grid?
 
-    python benchmark/budget/sweep.py FOLDER... [--tolerance 0.01] [--markdown]
+    python benchmark/budget/sweep.py FOLDER... [--suite FILE ...] [--tolerance 0.01] [--markdown]
 
-Reads the records in each FOLDER (a suite's or ``benchmark/budget/sweep.toml``'s) that chose their learning rate on
+Reads the records in each FOLDER (a suite's or ``benchmark/budget/sweep.toml``'s; with ``--suite``, only those of
+these suites' plans, e.g. the pruning check's sweeps among the republish's records) that chose their learning rate on
 validation, and prints per record the validation accuracy of every candidate, then per (schedule, grid width) how the
 choices fall: at the lowest or the highest rate of the grid (an edge: the optimum may lie outside), inside it, or
 tied between several candidates (usually all of them solved the task). An edge choice is counted as clear when it
@@ -23,6 +24,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from stopping import plan_hashes
 from tokbench.results import load_records
 
 PLACES = ("low", "high", "inside", "tie")
@@ -117,9 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", type=Path, nargs="+", help="folders of records")
     parser.add_argument("--tolerance", type=float, default=0.01,
                         help="an edge choice ahead of the next rate by at most this is counted as noise")
+    parser.add_argument("--suite", type=Path, nargs="+", default=(), metavar="FILE",
+                        help="only the records of these suites' plans (default: every record)")
     parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
     args = parser.parse_args(argv)
-    found = choices(r for folder in args.folders for r in load_records(folder).records.values())
+    plan = set().union(*(plan_hashes(suite) for suite in args.suite)) if args.suite else None
+    found = choices(r for folder in args.folders for r in load_records(folder).records.values()
+                    if plan is None or r["config_hash"] in plan)
     fmt = "github" if args.markdown else "simple"
     print(tabulate([[c.task, c.rung, c.model, c.seed, c.schedule, " ".join(f"{r:g}" for r in c.rates),
                      " ".join(f"{a:.3f}" for a in c.accuracies), c.place, c.margin, c.stopped_because] for c in found],

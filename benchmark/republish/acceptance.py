@@ -2,10 +2,9 @@
 
     python benchmark/republish/acceptance.py RECORDS [RECORDS ...] [--scale SCALE_RECORDS] [--markdown]
 
-RECORDS are the `tokbench` section's folders (``benchmark/republish/records`` while the republish runs, with
-``benchmark/budget/pruning-records``, whose sweeps are the suite's own records of the architecture block's middle
-rungs at seed 0; ``leaderboard/records/tokbench`` once published); SCALE_RECORDS the GPU-scale section's, where the
-larger sizes may live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
+RECORDS are the `tokbench` section's folders (``benchmark/republish/records`` while the republish runs,
+``leaderboard/records/tokbench`` once published; several are read as one, e.g. shards not yet merged);
+SCALE_RECORDS the GPU-scale section's, where the larger sizes may live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
 republish can be judged on its records before they replace the published ones. Two rows read beyond the records:
 the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
 and its test, ``tests/test_budget_stopping.py``) and the README, which must state the section's cost as the

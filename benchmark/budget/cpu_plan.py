@@ -62,8 +62,13 @@ def trained_pairings(suite: str, tasks: tuple[str, ...] = (), models: tuple[str,
 def trained_variants(suite: str, tasks: tuple[str, ...] = (), models: tuple[str, ...] = (),
                      settings: tuple[str, ...] = (), rung: int | None = None) -> dict[str, tuple[object, int]]:
     """``{key: (variant, seeds)}`` for every variant of :func:`trained_pairings`."""
+    return variants_of(trained_pairings(suite, tasks, models, settings, rung))
+
+
+def variants_of(pairings: Iterable) -> dict[str, tuple[object, int]]:
+    """``{key: (variant, seeds)}``: the pairings by the key of their step cost, with how many seeds each has."""
     found: dict[str, tuple[object, int]] = {}
-    for pairing in trained_pairings(suite, tasks, models, settings, rung):
+    for pairing in pairings:
         key = _key(pairing.variant)
         variant, seeds = found.get(key, (pairing.variant, 0))
         found[key] = (variant, seeds + 1)
@@ -158,10 +163,10 @@ def main() -> int:
 
     try:
         pairings = trained_pairings(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings), args.rung)
-        variants = trained_variants(args.suite, tuple(args.task), tuple(args.model), tuple(args.settings), args.rung)
     except TokbenchError as error:  # an unknown suite, name or key: one line, as tokbench run says it
         print(f"error: {error}", file=sys.stderr)
         return 2
+    variants = variants_of(pairings)
     stored = json.loads(args.costs.read_text(encoding="utf-8")) if args.costs.exists() else {}
     costs: dict[str, float | None] = stored.get("seconds_per_step", {})
 

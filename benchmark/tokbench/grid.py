@@ -562,7 +562,7 @@ def expand(
     """
     task_filter = _filter(tasks, registry.tasks, "task")
     model_filter = _filter(models, registry.models, "model")
-    pairings: dict[tuple[str, int], Pairing] = {}  # by what trains (see _merged) and seed
+    planned: dict[tuple[str, int], None] = {}  # what trains (see _merged) and the seed, in suite order
     variants: dict[str, Variant] = {}
     checked: set[str] = set()
     laws: dict[str, bool] = {}  # whether a task at these parameters gives the law of its labels
@@ -586,7 +586,7 @@ def expand(
                 recipe = _block_recipe(suite, block, model, set_train, task.name)
                 _check_held(f"{model.name}: train.steps", recipe.steps, MAX_STEPS, "optimiser steps")
                 for rung, rung_params in ladders.get(task.name, [(None, {})]):
-                    if len(pairings) + len(block_seeds) > MAX_PAIRINGS:
+                    if len(planned) + len(block_seeds) > MAX_PAIRINGS:
                         raise UsageError(f"{suite.origin} expands to more than {MAX_PAIRINGS:,} pairings; narrow "
                                          "it with --task, --model or --seeds, or split it into several suites")
                     task_params = task.resolve(task_given[task.name] | rung_params | set_task)
@@ -598,10 +598,9 @@ def expand(
                     _check_allocations(variant)
                     if recipe.validate_by == "expected":
                         _check_label_law(task, task_params, laws)
-                    key, variant = _merged(variant, variants, pairings)
-                    for seed in block_seeds:
-                        pairings.setdefault((key, seed), Pairing(variant, seed))
-    grid = list(pairings.values())
+                    key = _merged(variant, variants)
+                    planned.update(dict.fromkeys((key, seed) for seed in block_seeds))
+    grid = [Pairing(variants[key], seed) for key, seed in planned]
     if not grid:
         narrowed = " ".join([*(f"--task {t}" for t in tasks), *(f"--model {m}" for m in models)])
         wider = f" (--suite {WIDEST_SUITE} has every task x every model)" if narrowed else ""
@@ -612,22 +611,17 @@ def expand(
     return grid
 
 
-def _merged(variant: Variant, variants: dict[str, Variant],
-            pairings: dict[tuple[str, int], Pairing]) -> tuple[str, Variant]:
-    """The key of what ``variant`` trains (its identity less its evaluations, which do not touch training) and the
-    variant to plan for it. A variant that trains like an earlier one (another block planning the same pairing, e.g.
-    a baseline in two rankings, one with a length table) is that one, evaluated also at the settings it adds: one
-    training, one record. The earlier variant's pairings are planned anew with the merged one."""
+def _merged(variant: Variant, variants: dict[str, Variant]) -> str:
+    """The key of what ``variant`` trains (its identity less its evaluations, which do not touch training), with
+    ``variants[key]`` the variant to plan for it. A variant that trains like an earlier one (another block planning
+    the same pairing, e.g. a baseline in two rankings, one with a length table) is that one, evaluated also at the
+    settings it adds: one training, one record."""
     key = replace(variant, evaluate=()).hashes(0) if variant.evaluate else variant.hashes(0)
     known = variants.setdefault(key, variant)
     added = tuple(setting for setting in variant.evaluate if setting not in known.evaluate)
-    if known is variant or not added:
-        return key, known
-    merged = variants[key] = replace(known, evaluate=known.evaluate + added)
-    for place, pairing in pairings.items():
-        if pairing.variant is known:
-            pairings[place] = Pairing(merged, pairing.seed)
-    return key, merged
+    if added:
+        variants[key] = replace(known, evaluate=known.evaluate + added)
+    return key
 
 
 def _check_label_law(task: TaskSpec, params: dict[str, Any], checked: dict[str, bool]) -> None:

@@ -31,26 +31,25 @@ def loaded_registry(warn: bool = True) -> Registry:
     return reg
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1, or argparse's one-line usage error."""
+def _at_least(text: str, least: int) -> int:
+    """An integer >= ``least`` parsed from ``text``, or argparse's one-line usage error."""
     try:
         value = int(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+        value = least - 1
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    return _at_least(text, 1)
 
 
 def nonnegative_int(text: str) -> int:
-    """An argparse type: an integer >= 0, or argparse's one-line usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+    """An argparse type: an integer >= 0."""
+    return _at_least(text, 0)
 
 
 def thread_count(text: str) -> int:

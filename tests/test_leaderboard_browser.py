@@ -95,9 +95,9 @@ def _numbers(values: list[str]) -> list[float]:
 def test_sorting_is_descending_first_with_an_arrow_and_blanks_last(browser):
     from selenium.webdriver.common.by import By
 
-    # The first experiment's accuracy tables (a section with ladders puts its score tables before them; a wide one
-    # is cut into several): the first column with blanks.
-    tables = browser.find_elements(By.XPATH, "(//*[self::h2 or self::h3][.='Accuracy'])[1]/following::table")
+    # The accuracy tables (a section with ladders puts its score tables before them; a wide one is cut into
+    # several; the details per task follow under their own heading): the first column with blanks.
+    tables = browser.find_elements(By.XPATH, "//table[preceding::*[self::h2 or self::h3][1][.='Accuracy']]")
     table, index = next((table, i) for table in tables
                         for i in range(1, len(table.find_elements(By.CSS_SELECTOR, "thead th")))
                         if "" in _column(browser, table, i))

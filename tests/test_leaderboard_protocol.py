@@ -68,6 +68,31 @@ def test_a_family_validated_by_expected_accuracy_keeps_its_models_in_the_common_
     assert any(line.startswith("sparse-selection stops training on the expected validation accuracy")
                for line in notes.protocol(board))
 
+def test_a_family_stopped_and_validated_its_own_way_shares_its_columns_with_the_baselines_and_its_rows():
+    # the tokbench suite sets majority's stop rule per task (no target, a plateau as long as the cap) and
+    # validates it by expected accuracy; the baselines and the oracle train nothing, so carry neither key
+    plain = v3(_model("mqar", "transformer", [0.6, 0.6, 0.6]), chance=0.25, oracle=0.9)
+    counted = v3(_model("majority", "transformer", [0.5, 0.5, 0.5]), chance=0.25, oracle=0.9)
+    for record in counted:
+        record["params"]["train"] = {**record["params"]["train"], "validate_by": "expected", "patience": 10000}
+    floors = [v3(_model(task, "last-token", [0.3, 0.3, 0.3], family="baseline"), chance=0.25, oracle=0.9)
+              for task in ("mqar", "majority")]
+    board = build(plain + counted + floors[0] + floors[1])
+    assert [r.label for r in board.rows] == ["last-token", "transformer"]  # one row each, whatever the family
+    majority = [c for c in board.columns if c.task == "majority"]
+    assert len(majority) == 3 and all(c.protocol == {"validate_by": "expected", "patience": 10000} for c in majority)
+    assert all({cell.row.model for cell in board.column_cells(c)} == {"last-token", "transformer"}
+               for c in board.columns)  # each rung's baseline is scored beside the models, in one column
+    assert all("train." not in c.label for c in board.columns)
+    # suites merged into one section that validate a configuration two ways: its baseline keeps a column apart
+    other = v3(_model("majority", "gru", [0.5, 0.5, 0.5]), chance=0.25, oracle=0.9)
+    for record in other:
+        record["params"]["train"] = {**record["params"]["train"], "validate_by": "labels"}
+    board = build(counted + other + floors[1])
+    assert len([c for c in board.columns if c.task == "majority"]) == 9
+    assert all(len(board.column_cells(c)) == 1 for c in board.columns)
+
+
 def test_a_model_that_beats_the_oracle_on_its_test_sequences_by_luck_scores_at_most_one():
     # majority with ties: on one finite test set a model can out-guess the oracle's tie-breaking (seen: attn-learned
     # at 1.012, 0.997 and 1.040 on the V = 2 rung); the expected score cannot exceed 1, so neither may the mean

@@ -296,24 +296,51 @@ class Leaderboard:
         return [c for c in self.columns if c.on_training_split]
 
 
-#: recipe keys that say how a task's cells are measured rather than how a model trains: the same for every model of
-#: a cell, they belong to the column (the task configuration), so a family validated its own way keeps its models in
-#: the rows of the others
-CELL_RECIPE_KEYS = ("validate_by",)
+#: recipe keys that say how a task's cells are measured rather than how a model trains: the validation its stop
+#: reads and the stop rule itself. A suite sets them per task for every model of a cell, so they belong to the
+#: column (the task configuration), and a family validated or stopped its own way keeps its models in the rows of
+#: the others
+CELL_RECIPE_KEYS = ("validate_by", "target", "patience", "min_delta")
 
 
-def _cell_protocol(rec: dict[str, Any]) -> dict[str, Any]:
+def _configuration(rec: dict[str, Any]) -> list[Any]:
+    return [rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"]]
+
+
+def _trains(rec: dict[str, Any]) -> bool:
+    return bool(rec["params"]["train"].get("steps"))  # as Row.trained: baselines and oracles take no step
+
+
+def _own_protocol(rec: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in rec["params"]["train"].items() if key in CELL_RECIPE_KEYS}
+
+
+def _shared_protocols(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each task configuration's cell protocol, where its trained records agree on one.
+
+    An untrained record (a baseline, an oracle) has no protocol of its own but was scored on the same test
+    sequences, so it joins the column of the configuration's trained records; where those disagree (sections
+    merged from suites that validate differently), it keeps a column of its own.
+    """
+    found: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for rec in records:
+        if _trains(rec):
+            protocol = _own_protocol(rec)
+            found[canonical(_configuration(rec))][canonical(protocol)] = protocol
+    return {key: next(iter(protocols.values())) for key, protocols in found.items() if len(protocols) == 1}
+
+
+def _cell_protocol(rec: dict[str, Any], shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return _own_protocol(rec) if _trains(rec) else shared.get(canonical(_configuration(rec)), {})
 
 
 def _model_recipe(rec: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in rec["params"]["train"].items() if key not in CELL_RECIPE_KEYS}
 
 
-def _column_key(rec: dict[str, Any]) -> str:
-    protocol = _cell_protocol(rec)  # absent from older records' keys, which therefore stay as they were
-    return canonical([rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
-                      *([protocol] if protocol else [])])
+def _column_key(rec: dict[str, Any], protocol: dict[str, Any]) -> str:
+    # an empty protocol is absent from the key, so older records' keys stay as they were
+    return canonical([*_configuration(rec), *([protocol] if protocol else [])])
 
 
 def _row_key(rec: dict[str, Any]) -> str:
@@ -325,13 +352,17 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     columns: dict[str, Column] = {}
     rows: dict[str, Row] = {}
     cells: dict[tuple[str, str], Cell] = {}
-    for rec in sorted(records, key=lambda r: (r["task"], r["model"], r["seed"], r["config_hash"])):
+    records = sorted(records, key=lambda r: (r["task"], r["model"], r["seed"], r["config_hash"]))
+    shared = _shared_protocols(records)
+    for rec in records:
         meta = rec.get("meta") or {}
         defaults = meta.get("defaults") or {}
-        column = columns.setdefault(_column_key(rec), Column(
-            _column_key(rec), rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
+        protocol = _cell_protocol(rec, shared)
+        key = _column_key(rec, protocol)
+        column = columns.setdefault(key, Column(
+            key, rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
             meta.get("task_description", ""), meta.get("task_citation", ""), defaults=defaults.get("task") or {},
-            protocol=_cell_protocol(rec)))
+            protocol=protocol))
         row_defaults = {**(defaults.get("model") or {}),
                         **{f"train.{k}": v for k, v in (defaults.get("train") or {}).items()}}
         row = rows.setdefault(_row_key(rec), Row(

@@ -362,6 +362,33 @@ def test_a_ranking_whose_learned_models_have_no_evaluation_has_no_length_column(
     assert score_table(layers.scores, lengths=layers.lengths).headers[:3] == ["model", "Overall", "Overall at x2"]
 
 
+def test_a_ranking_cut_to_one_rung_is_scored_on_that_rung_whatever_the_shared_baselines_ran():
+    """`tokbench run --rung 1` trains the architectures on the middle rung only; the single layers and the baselines
+    both rankings share ran every rung of lag-walk. The architectures' family scores are their middle rung's."""
+    single = "attention (1 layer)"
+    everywhere = v3([rec for model, rungs, family in (("attn-nope", [0.9, 0.8, 0.7], single),
+                                                       ("attn-rope", [0.3, 0.2, 0.1], single),
+                                                       ("uniform", [0.1] * 3, "baseline"))
+                     for task in ("lag-walk", "mqar") if family or task == "lag-walk"
+                     for rec in _model(task, model, rungs, family=family, spread=0.002)], chance=0.0, oracle=1.0)
+    middle = v3([rec for model, rungs in (("gru", [0.9, 0.7, 0.5]), ("lstm", [0.8, 0.4, 0.4]))
+                 for task in ("lag-walk", "mqar")
+                 for rec in _model(task, model, rungs, spread=0.002) if rec["ladder"]["rung"] == 1],
+                chance=0.0, oracle=1.0)
+    ranked, layers = build_report(sections(everywhere + middle, "tokbench")[0]).rankings
+    assert [[rung.index for rung in lad.rungs] for lad in ranked.scores.ladders] == [[1], [1]]
+    assert [[rung.index for rung in lad.rungs] for lad in layers.scores.ladders] == [[0, 1, 2], [0, 1, 2]]
+    gru, lstm = _row(ranked.scores, "gru"), _row(ranked.scores, "lstm")
+    assert ranked.scores.score("lag-walk", gru).stat.mean == pytest.approx(0.7)
+    assert ranked.scores.score(OVERALL, lstm).stat.mean == pytest.approx(0.4)
+    # the floor is scored on the rungs the ranking's models ran: its middle rung here, its three for the layers
+    assert ranked.scores.score("lag-walk", _row(ranked.scores, "uniform")).stat.n == 3
+    assert layers.scores.score("lag-walk", _row(layers.scores, "attn-nope")).stat.mean == pytest.approx(0.8)
+    data = json.loads(render(sections(everywhere + middle, "tokbench"), "json"))["sections"][0]["scores"]
+    assert [r["rungs"] for r in data["rankings"]] == [{"lag-walk": [1], "mqar": [1]},
+                                                      {"lag-walk": [0, 1, 2], "mqar": [0, 1, 2]}]
+
+
 def test_a_multiple_a_task_could_not_resolve_shares_the_column_of_the_resolved_ones():
     # sparse-selection has no context_length: its records keep "x2", unresolved and not applicable
     resolved = [{"overrides": {"context_length": 16}, "status": "ok",

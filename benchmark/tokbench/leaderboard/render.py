@@ -331,6 +331,7 @@ def _scores_json(report: Report) -> dict[str, Any]:
 def _table_json(ranking: Ranking) -> dict[str, Any]:
     scores, budgets, lengths = ranking.scores, ranking.budgets, ranking.lengths
     return {"counted": scores.counted, "dropped": scores.dropped, "columns": scores.columns,
+            "rungs": {lad.task: [rung.index for rung in lad.rungs] for lad in scores.ladders},  # what it is scored on
             "stability": [{"column": s.column, "between": list(s.between), "kendall_tau": _round(s.tau),
                            "n": s.n} for s in (budgets.stability if budgets else [])],
             "rows": _rows_json(scores, budgets, lengths), "claims": ranking.claims}

@@ -248,13 +248,16 @@ def build_scores(board: Leaderboard, pick: Pick = scale.final, counted: Sequence
     ``counted`` fixes the families of Overall (a secondary table uses its main table's; empty: no Overall, and
     no family is left out of one); by default they are the families :func:`far_from_last_token` and
     :func:`ranks_little` keep among the rows. ``among`` restricts the rows (a ranking: its learned models and the
-    reference rows) and the ladders to those its learned rows were run on.
+    reference rows), and the ladders to the rungs its learned rows were run on: a ranking cut in breadth (a plan
+    of one rung, `tokbench run --rung`) is scored on its rungs, whatever rungs the shared baselines ran.
     """
     ladders = find_ladders(board)
     candidates = board.rows if among is None else list(among)
     if among is not None:
-        ladders = [lad for lad in ladders if any(board.cell(c, r) is not None for r in candidates if not r.pinned
-                                                 for rung in lad.rungs for c in rung.columns)]
+        learned_rows = [r for r in candidates if not r.pinned]
+        ladders = [Ladder(lad.task, rungs, lad.pitfall) for lad in ladders
+                   if (rungs := [rung for rung in lad.rungs if any(board.cell(c, r) is not None
+                                                                   for r in learned_rows for c in rung.columns)])]
     if not ladders:
         return None
     families = [lad for lad in ladders if not lad.pitfall]

@@ -411,6 +411,13 @@ def test_claims_rules_no_loss_finding_and_sets_in_braces():
     grid = {**GD, "lr_grid": [1.0, 3.0]}
     lines = notes.protocol(build(seeds(3, [0.5, 0.5, 0.5], train=grid)))
     assert any("picks its learning rate per run from {1, 3}" in line for line in lines)
+    # swept with weight decay (the AdamW recipes): both grids and both choices are stated
+    recs = seeds(3, [0.5, 0.5, 0.5], train={**grid, "wd_grid": [0.0, 0.1], "weight_decay": 0.0})
+    recs[1]["train"].update(lr=3.0, weight_decay=0.1)
+    (line,) = [line for line in notes.protocol(build(recs)) if "picks" in line]
+    assert line.endswith("picks its learning rate from {1, 3} and its weight decay from {0, 0.1} per run, every pair a "
+                         "candidate, by validation accuracy; the test split is not seen during the choice (chosen: "
+                         "rates {1, 3}, weight decays {0, 0.1}).")
 
 
 def test_every_section_states_its_commits_and_the_method_follows_the_table():

@@ -249,6 +249,11 @@ class Cell:
         """Learning rates picked on the validation split (empty without an lr grid)."""
         return sorted({r["train"]["lr"] for r in self.ok if r["train"].get("lr_grid")})
 
+    @property
+    def chosen_weight_decays(self) -> list[float]:
+        """Weight decays picked on the validation split with the learning rate (empty without a weight-decay grid)."""
+        return sorted({r["train"]["weight_decay"] for r in self.ok if r["train"].get("wd_grid")})
+
 
 # The accuracies whose evaluation set is a split of the task (``accuracy`` is the eval split's).
 SPLIT_ACCURACIES = ("train_accuracy", "val_accuracy", "test_accuracy")

@@ -353,9 +353,17 @@ def protocol(board: Leaderboard) -> list[str]:
     for row in board.rows:
         grid = row.train.get("lr_grid")
         if grid:
-            chosen = sorted({lr for c in board.cells.values() if c.row is row for lr in c.chosen_lrs})
-            lines.append(f"{row.label} picks its learning rate per run from {format_set(grid)} by validation "
-                         f"accuracy; the test split is not seen during the choice (chosen: {format_set(chosen)}).")
+            cells = [c for c in board.cells.values() if c.row is row]
+            chosen = format_set(sorted({lr for c in cells for lr in c.chosen_lrs}))
+            decays = row.train.get("wd_grid")
+            if decays:  # swept with the rate: every pair of the two grids is a candidate
+                decay = format_set(sorted({wd for c in cells for wd in c.chosen_weight_decays}))
+                lines.append(f"{row.label} picks its learning rate from {format_set(grid)} and its weight decay from "
+                             f"{format_set(decays)} per run, every pair a candidate, by validation accuracy; the test "
+                             f"split is not seen during the choice (chosen: rates {chosen}, weight decays {decay}).")
+            else:
+                lines.append(f"{row.label} picks its learning rate per run from {format_set(grid)} by validation "
+                             f"accuracy; the test split is not seen during the choice (chosen: {chosen}).")
     failed = board.failed()
     if failed:
         lines.append(f"{len(failed)} of {board.record_count()} runs failed; they are counted in their cells and "

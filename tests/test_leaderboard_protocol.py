@@ -84,6 +84,11 @@ def test_a_family_stopped_and_validated_its_own_way_shares_its_columns_with_the_
     assert all({cell.row.model for cell in board.column_cells(c)} == {"last-token", "transformer"}
                for c in board.columns)  # each rung's baseline is scored beside the models, in one column
     assert all("train." not in c.label for c in board.columns)
+    # a plan cut to the middle rung: the rungs only the baselines ran take the protocol the task's models agree on
+    board = build([r for r in plain + counted if r["ladder"]["rung"] == 1] + floors[0] + floors[1])
+    assert all("train." not in c.label for c in board.columns) and len(board.columns) == 6
+    assert [c.protocol for c in board.columns if c.task == "majority"] == [{"validate_by": "expected",
+                                                                            "patience": 10000}] * 3
     # suites merged into one section that validate a configuration two ways: its baseline keeps a column apart
     other = v3(_model("majority", "gru", [0.5, 0.5, 0.5]), chance=0.25, oracle=0.9)
     for record in other:

@@ -321,22 +321,31 @@ def _own_protocol(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _shared_protocols(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Each task configuration's cell protocol, where its trained records agree on one.
+    """The cell protocol the trained records agree on, per task configuration and per task.
 
     An untrained record (a baseline, an oracle) has no protocol of its own but was scored on the same test
-    sequences, so it joins the column of the configuration's trained records; where those disagree (sections
-    merged from suites that validate differently), it keeps a column of its own.
+    sequences, so it joins the column of its configuration's trained records; a configuration only baselines ran
+    (a rung a plan cut in breadth left out) takes the protocol of the task's trained records. Where those disagree
+    (sections merged from suites that validate differently), it keeps a column of its own.
     """
     found: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     for rec in records:
         if _trains(rec):
             protocol = _own_protocol(rec)
-            found[canonical(_configuration(rec))][canonical(protocol)] = protocol
+            for key in _protocol_keys(rec):
+                found[key][canonical(protocol)] = protocol
     return {key: next(iter(protocols.values())) for key, protocols in found.items() if len(protocols) == 1}
 
 
+def _protocol_keys(rec: dict[str, Any]) -> tuple[str, str]:
+    """The record's task configuration, then its task: where an untrained record looks for its protocol."""
+    return canonical(_configuration(rec)), canonical([rec["task"], rec["task_version"], rec["eval_split"]])
+
+
 def _cell_protocol(rec: dict[str, Any], shared: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return _own_protocol(rec) if _trains(rec) else shared.get(canonical(_configuration(rec)), {})
+    if _trains(rec):
+        return _own_protocol(rec)
+    return next((shared[key] for key in _protocol_keys(rec) if key in shared), {})
 
 
 def _model_recipe(rec: dict[str, Any]) -> dict[str, Any]:

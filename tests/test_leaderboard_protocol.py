@@ -262,6 +262,7 @@ def test_scores_by_budget_carry_the_final_accuracy_forward_and_state_rank_stabil
     data = json.loads(render([report.section], "json"))["sections"][0]["scores"]
     assert all(set(entry) == {"column", "between", "kendall_tau", "n"} for entry in data["stability"])
     assert "at most 3,000 optimiser steps per run" in report.budget and "target 9 of 27 runs" in report.budget
+    assert "runs stop at the target or at the cap (cap 18, target 9 of 27 runs" in report.budget  # no plateau rule
     md = render([report.section], "md")
     assert md.index("Training budget") < md.index("| model | Overall")  # the budget is named before the table
     scored = [r for r in csv.DictReader(io.StringIO(render([report.section], "csv"))) if r["kind"] == "score"]

@@ -131,6 +131,10 @@ def rising_text(found: list[StillRising]) -> str:
             "lower bounds of what more training reaches; the cap is not shown to be past their plateau.")
 
 
+#: why a run stopped (``train.stopped_because``) as the budget sentence words it; only the reasons its records give
+STOPS = {"target": "at the target", "plateau": "on a plateau", "cap": "at the cap"}
+
+
 def budget_text(board: Leaderboard) -> str:
     """The training budget in one sentence, from the records: the step cap, why runs stopped, the steps taken, and
     how many cells were still learning at the cap (:func:`rising_text` names them)."""
@@ -147,9 +151,11 @@ def budget_text(board: Leaderboard) -> str:
     # Older records (no stopping rule) trained for the whole count: "all steps".
     why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
                     for reason, count in sorted(reasons.items(), key=lambda i: str(i[0])))
-    text = (f"Training budget: at most {cap} optimiser steps per run; runs stop at the target, on a plateau or at "
-            f"the cap ({why} of {len(trained)} runs; median {statistics.median(steps):,.0f} steps taken); scores "
-            "are taken at the final step.")
+    rules = [phrase for reason, phrase in STOPS.items() if reason in reasons] + \
+        sorted(str(reason) for reason in reasons if reason not in STOPS and reason is not None)
+    stop = rules[0] if len(rules) == 1 else f"{', '.join(rules[:-1])} or {rules[-1]}"
+    text = (f"Training budget: at most {cap} optimiser steps per run; runs stop {stop} ({why} of {len(trained)} runs; "
+            f"median {statistics.median(steps):,.0f} steps taken); scores are taken at the final step.")
     rising = len(still_rising(board))
     return (f"{text} {rising} cell{'s were' if rising > 1 else ' was'} still learning at the cap (may be lower "
             "bounds), named under the tables." if rising else text)

@@ -149,7 +149,11 @@ def _score_boxes(browser) -> dict:
     and where the first one starts and whether the training budget is stated above it."""
     return browser.execute_script("""
         const rankings = Array.from(document.querySelectorAll('h3, h2')).filter(h =>
-            ['Scores', 'Architectures', 'Single attention layers'].includes(h.textContent));
+            ['Scores', 'Architectures', 'Single attention layers', 'Architectures by family',
+             'Single attention layers by family'].includes(h.textContent));
+        const leads = rankings.filter(h => !h.textContent.endsWith(' by family')).map(h => {
+            let e = h.nextElementSibling; while (e && !e.classList.contains('scroll')) e = e.nextElementSibling;
+            return e ? e.getBoundingClientRect().top : null;});
         const boxes = [];  // every table box under a ranking's heading, up to the next heading
         for (const h of rankings)
             for (let e = h.nextElementSibling; e && !/^H[1-6]$/.test(e.tagName); e = e.nextElementSibling)
@@ -157,17 +161,18 @@ def _score_boxes(browser) -> dict:
         const scored = rankings[0];
         const first = scored ? scored.nextElementSibling : null;
         let box = first; while (box && !box.classList.contains('scroll')) box = box.nextElementSibling;
-        const before = [];
-        for (let e = scored; e && e !== box; e = e.nextElementSibling) before.push(e.textContent);
+        const before = Array.from(document.querySelectorAll('p')).filter(p => box &&
+            p.getBoundingClientRect().bottom <= box.getBoundingClientRect().top).map(p => p.textContent);
         return {boxes: boxes.length,
                 cut: boxes.filter(b => b.scrollWidth > b.clientWidth).map(b => b.querySelector('thead').textContent),
-                top: box ? box.getBoundingClientRect().top : null, inner: window.innerHeight,
+                top: box ? box.getBoundingClientRect().top : null, inner: window.innerHeight, leads: leads,
                 budget: before.some(t => t.includes('Training budget'))};""")
 
 
 def _assert_fits(browser) -> None:
-    """No page scroll at 800 px, every score column in view without scrolling a box, and the first ranking with
-    its budget line on the first screen at 800 and 1400 px."""
+    """No page scroll at 800 px, every score column in view without scrolling a box, the first ranking with its
+    budget line on the first screen at 800 and 1400 px, and at 1400 px every ranking's Overall table too (side by
+    side)."""
     try:
         narrow = _layout(browser, 800)
         assert narrow["page"] <= narrow["inner"], narrow  # no horizontal page scroll at 800 px
@@ -177,6 +182,7 @@ def _assert_fits(browser) -> None:
         assert wide["boxScrolled"] == 0 and 0 <= wide["left"] and wide["right"] <= wide["inner"], wide
         boxes = _score_boxes(browser)
         assert boxes["cut"] == [] and boxes["top"] < 0.8 * boxes["inner"], boxes
+        assert all(top < boxes["inner"] for top in boxes["leads"]), boxes  # every ranking's Overall on the first screen
     finally:
         browser.set_window_size(WIDTH, HEIGHT)
 

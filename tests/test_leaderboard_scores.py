@@ -210,10 +210,15 @@ def test_scores_lead_their_section_in_every_format():
     images = {"tokbench": [p.image for p in plan(build_report(board_sections[0]), "tokbench-")]}
     md = render(board_sections, "md", images)
     headings = [line for line in md.splitlines() if line.startswith("### ")]
-    assert headings[:3] == ["### Architectures", "### Single attention layers", "### Accuracy"]
+    # each ranking's Overall first (the first screen shows both rankings), then each one's families
+    assert [h for h in headings if h != "### Accuracy"][:4] == [
+        "### Architectures", "### Single attention layers", "### Architectures by family",
+        "### Single attention layers by family"] and headings.index("### Accuracy") > 3
     scores_part = md.split("### Architectures", 1)[1].split("### Accuracy", 1)[0]
+    lead = scores_part.split("### Architectures by family", 1)[0]
+    assert "| model | Overall |" in lead and "mqar" not in lead.split("### Single attention layers", 1)[0]
     # as many tables as a narrow page needs, the model column repeated
-    assert "| model | Overall | mqar | random-walk |" in scores_part
+    assert "| model | mqar | random-walk |" in scores_part
     assert "| model | deterministic-walk (pitfall) |" in scores_part
     assert "![Ladders: " in scores_part and "(plots/tokbench-ladders.png)" in scores_part
     assert "docs/scores.md" in scores_part and "Welch" in scores_part

@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Union
 
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import bold_rule, format_params
 from tokbench.leaderboard.report import Report
+from tokbench.leaderboard.scores import OVERALL
 from tokbench.leaderboard.stats import INTERVAL
-from tokbench.leaderboard.views import PAGE_CHARS, Table, column_header, fit, row_header
+from tokbench.leaderboard.views import PAGE_CHARS, RankingTables, Table, column_header, fit, row_header
 
 TITLE = "tokbench leaderboard"
 
@@ -51,7 +52,15 @@ class Folded:
     blocks: list[Block]
 
 
-Block = Union[Heading, Paragraph, Bullets, Table, Image, Code, Folded]
+@dataclass(frozen=True)
+class Beside:
+    """Groups of blocks a wide page shows side by side (a row that wraps where they do not fit; one after another
+    elsewhere)."""
+
+    groups: list[list[Block]]
+
+
+Block = Union[Heading, Paragraph, Bullets, Table, Image, Code, Folded, Beside]
 
 
 def _citation(citation: str) -> str:
@@ -165,17 +174,48 @@ def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, li
             ) -> list[Block]:
     """A section with ladders leads with its rankings: each its score table (the budget in its caption, as many
     tables as a narrow page needs) and claims; then the cells still learning at the cap, the leading plots, the
-    scores by budget and by evaluation length (in the details file when ``linked``); its method follows, folded."""
-    blocks: list[Block] = []
-    for ranking in report.tables.rankings:
-        blocks += [Heading(ranking.title, level), *([Paragraph(ranking.about)] if ranking.about else []),
-                   *fit(ranking.scores, width), *([Bullets(ranking.claims)] if ranking.claims else [])]
+    scores by budget and by evaluation length (in the details file when ``linked``); its method follows, folded.
+    With several rankings, the first screen shows every ranking: their Overall tables side by side (a caption
+    they share stated once above them), then each one's family tables and claims, under "TITLE by family"."""
+    several = len(report.tables.rankings) > 1
+    rankings = [(ranking, fit(ranking.scores, width, _is_overall if several else None))
+                for ranking in report.tables.rankings]
+    if not several:
+        ((ranking, tables),) = rankings
+        blocks: list[Block] = [Heading(ranking.title, level), *_about(ranking), *tables, *_claims(ranking)]
+    else:
+        captions = {tables[0].caption for _, tables in rankings}
+        shared = captions.pop() if len(captions) == 1 else ""
+        blocks = [*([Paragraph(shared)] if shared else []),
+                  Beside([[Heading(ranking.title, level), *_about(ranking),
+                           *(replace(t, caption="") if shared else t for t in tables[:_overall_tables(tables)])]
+                          for ranking, tables in rankings])]
+        for ranking, tables in rankings:
+            if rest := [*tables[_overall_tables(tables):], *_claims(ranking)]:
+                blocks += [Heading(f"{ranking.title} by family", level), *rest]
     blocks += [*([Paragraph(report.rising)] if report.rising else []), *(i for i in images if i.leads)]
     if not linked:
         blocks += _secondary(report, level, width)
     if not brief:
         blocks.append(Folded("How the scores are computed", [Paragraph(notes.score_method())]))
     return blocks
+
+
+def _is_overall(header: str) -> bool:
+    return header.startswith(OVERALL)
+
+
+def _overall_tables(tables: Sequence[Table]) -> int:
+    """How many of a ranking's cut score tables (cut apart at its last Overall column) show its Overall."""
+    return sum(all(_is_overall(header) for header in table.headers[1:]) for table in tables) or 1
+
+
+def _about(ranking: RankingTables) -> list[Block]:
+    return [Paragraph(ranking.about)] if ranking.about else []
+
+
+def _claims(ranking: RankingTables) -> list[Block]:
+    return [Bullets(ranking.claims)] if ranking.claims else []
 
 
 def _secondary(report: Report, level: int, width: int) -> list[Block]:

@@ -20,7 +20,7 @@ from tabulate import LATEX_ESCAPE_RULES, tabulate
 from tokbench.leaderboard import notes
 from tokbench.leaderboard.aggregate import CORE_METRICS, Cell, canonical
 from tokbench.leaderboard.budgets import Budgets
-from tokbench.leaderboard.document import TITLE, Block, Bullets, Code, Folded, Heading, Image, Paragraph
+from tokbench.leaderboard.document import TITLE, Beside, Block, Bullets, Code, Folded, Heading, Image, Paragraph
 from tokbench.leaderboard.lengths import Lengths
 from tokbench.leaderboard.report import Ranking, Report
 from tokbench.leaderboard.scale import FINAL
@@ -88,6 +88,8 @@ def _md_blocks(blocks: Sequence[Block]) -> list[str]:
         if isinstance(block, Folded):
             parts.append(f"**{escape_md(block.summary)}**")
             parts += _md_blocks(block.blocks)
+        elif isinstance(block, Beside):
+            parts += _md_blocks([b for group in block.groups for b in group])
         elif isinstance(block, Heading):
             parts.append("#" * block.level + " " + escape_md(block.text))
         elif isinstance(block, Paragraph):
@@ -111,6 +113,8 @@ _STYLE = """body{font-family:system-ui,sans-serif;max-width:90rem;margin:2rem au
 p,li,figcaption,summary,caption{overflow-wrap:anywhere}caption{caption-side:top;text-align:left;padding:.25rem 0}
 details{margin:1rem 0}summary{cursor:pointer;font-weight:bold}
 .scroll{overflow:auto;max-width:100%;max-height:80vh;margin:1rem 0;border:1px solid #ccc}
+.beside{display:flex;flex-wrap:wrap;gap:0 2rem;align-items:flex-start}
+.beside>div{flex:0 0 auto;width:min-content;max-width:100%}
 table{border-collapse:separate;border-spacing:0}
 th,td{border-right:1px solid #ddd;border-bottom:1px solid #ddd;padding:.25rem .5rem;text-align:left;
 white-space:nowrap;background:#fff}
@@ -183,6 +187,9 @@ def _html_blocks(blocks: Sequence[Block]) -> list[str]:
         if isinstance(block, Folded):
             parts.append(f"<details><summary>{_escape(block.summary)}</summary>\n"
                          + "\n".join(_html_blocks(block.blocks)) + "\n</details>")
+        elif isinstance(block, Beside):
+            parts.append('<div class="beside">' + "".join("<div>\n" + "\n".join(_html_blocks(group)) + "\n</div>"
+                                                          for group in block.groups) + "</div>")
         elif isinstance(block, Heading):
             parts.append(f"<h{block.level}>{_escape(block.text)}</h{block.level}>")
         elif isinstance(block, Paragraph):
@@ -253,6 +260,8 @@ def to_terminal(blocks: Sequence[Block], console: Any) -> None:
         if isinstance(block, Folded):
             console.print(Text(block.summary, style="bold"))
             to_terminal(block.blocks, console)
+        elif isinstance(block, Beside):
+            to_terminal([b for group in block.groups for b in group], console)
         elif isinstance(block, Heading):
             console.print()
             console.print(Text(block.text, style="bold underline" if block.level < 3 else "bold"))

@@ -142,8 +142,7 @@ def _about(title: str, scores: Scores) -> str:
         return (f"The theory papers' single attention layers (model family {SINGLE_LAYER_FAMILY}: positional "
                 "encodings, initialisations, the papers' own layers), ranked apart from the architectures on the "
                 "families they ran.")
-    return (f"Model families {', '.join(families)}; the theory papers' single attention layers are ranked apart, "
-            "below.")
+    return f"Model families {', '.join(families)}; the theory papers' single attention layers are ranked apart."
 
 
 def stamps(section: Section) -> list[dict]:

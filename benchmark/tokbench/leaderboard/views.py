@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Union
 
@@ -403,17 +404,18 @@ def _text(value: Value) -> str:
     return number_text(value) if isinstance(value, Number) else value
 
 
-def fit(table: Table, width: int = PAGE_CHARS) -> list[Table]:
+def fit(table: Table, width: int = PAGE_CHARS, apart: Callable[[str], bool] | None = None) -> list[Table]:
     """``table`` as consecutive tables of at most ``width`` characters a row, each repeating the first column (the
     model): every column is then in view on a narrow screen. The caption goes with the first, the notes with the
-    last."""
+    last. With ``apart``, the columns whose header it holds for and those it does not never share a table."""
     rows = table.all_rows()
     widths = [max([math.ceil(BOLD * len(header)), *(len(_text(row[i])) for row in rows)]) + 2  # rows may be none
               for i, header in enumerate(table.headers)]
     groups: list[list[int]] = [[]]
     used = widths[0]
     for i in range(1, len(widths)):
-        if groups[-1] and used + widths[i] > width:
+        if groups[-1] and (used + widths[i] > width or
+                           apart is not None and apart(table.headers[i]) != apart(table.headers[i - 1])):
             groups.append([])
             used = widths[0]
         groups[-1].append(i)

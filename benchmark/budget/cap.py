@@ -1,0 +1,139 @@
+"""The cap check: would a run the protocol ends at its cap end higher with twice the steps?
+
+    python benchmark/budget/cap.py SUITE_RECORDS CAP_RECORDS [--suite FILE] [--tolerance 0.01] [--markdown]
+
+``benchmark/budget/cap.toml`` retrains cells of the tokbench suite (the pruning check's sweeps, its middle rung at
+seed 0, in SUITE_RECORDS) with the candidate each sweep chose, one candidate, and every key of the protocol but the
+cap: twice the steps, the schedule (warm-up and cosine decay) sized to them, the budgets extended to the new cap, and a plateau rule
+that was off (patience = the cap) still off. The same seed gives the same initialisation and batches. This prints,
+per cell, the suite record's test accuracy at its cap, the longer run's at its own, and the gain (``pending`` where
+the longer run has no record yet), then how many cells end within ``tolerance``.
+
+Each planned run is matched with the suite record it retrains by :func:`source_key`: the record's identity with
+the cap's keys (:data:`CAP_KEYS`) left out and its sweep narrowed to its choice. A planned run without such a
+record is an error (a block that retrains no cell, or another choice than the suite's): the check would measure
+something else.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabulate import tabulate
+
+from tokbench.results import canonical_json, load_records
+
+#: the recipe keys a cap run changes: the cap, the schedule's warm-up (a share of the cap), its budgets, its plateau
+#: rule (off either way) and its sweep, narrowed to the suite record's choice
+CAP_KEYS = ("steps", "warmup_steps", "budgets", "patience", "lr", "lr_grid", "weight_decay", "wd_grid")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One retrained cell: the suite's run at its cap and, once trained, the same run with twice the steps."""
+
+    task: str
+    model: str
+    seed: int
+    lr: float
+    weight_decay: float
+    cap: int
+    accuracy: float
+    longer_cap: int
+    longer: float | None  # None: not trained yet
+
+    @property
+    def gain(self) -> float | None:
+        return None if self.longer is None else self.longer - self.accuracy
+
+
+def source_key(task: str, model: str, seed: int, params: Mapping[str, Any], lr: float, weight_decay: float) -> str:
+    """What a suite record and the cap run that retrains it share: task, model, seed, their parameters, the recipe
+    but for :data:`CAP_KEYS`, and the chosen rate and weight decay."""
+    train = {key: value for key, value in params["train"].items() if key not in CAP_KEYS}
+    return canonical_json([task, model, seed, params["task"], params["model"], train, lr, weight_decay])
+
+
+def _chosen(record: Mapping[str, Any]) -> str:
+    train = record["train"]
+    return source_key(record["task"], record["model"], record["seed"], record["params"],
+                      train["lr"], train.get("weight_decay", 0.0))
+
+
+def _planned(params: Mapping[str, Any], task: str, model: str, seed: int) -> str:
+    train = params["train"]
+    (lr,) = train.get("lr_grid") or [train["lr"]]
+    (weight_decay,) = train.get("wd_grid") or [train.get("weight_decay", 0.0)]
+    return source_key(task, model, seed, params, lr, weight_decay)
+
+
+def plan(suite: Path) -> list[tuple[str, str, str, int, Mapping[str, Any]]]:
+    """The cap suite's runs: ``(config hash, task, model, seed, params)`` each."""
+    from tokbench.grid import expand
+    from tokbench.plugins import registry
+    from tokbench.suites import load_suite
+
+    return [(p.config_hash, p.task_spec.name, p.model_spec.name, p.seed, p.variant.params)
+            for p in expand(load_suite(str(suite)), registry())]
+
+
+def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite_records: Iterable[Mapping[str, Any]],
+          longer_records: Mapping[str, Mapping[str, Any]]) -> list[Cell]:
+    """Each planned run with the suite record it retrains and its own record where it has one (by config hash).
+
+    Raises ValueError for a planned run that retrains no suite record: a choice the suite did not make."""
+    sources = {_chosen(r): r for r in suite_records if r.get("status") == "ok" and r.get("train", {}).get("steps")}
+    found = []
+    for config_hash, task, model, seed, params in planned:
+        source = sources.get(_planned(params, task, model, seed))
+        if source is None:
+            raise ValueError(f"{task} x {model} seed {seed}: no suite record chose this run's rate and weight decay "
+                             "with the same task, model and protocol")
+        longer = longer_records.get(config_hash)
+        found.append(Cell(task, model, seed, source["train"]["lr"], source["train"].get("weight_decay", 0.0),
+                          source["train"]["steps"], source["metrics"]["accuracy"], params["train"]["steps"],
+                          None if longer is None else longer["metrics"]["accuracy"]))
+    return sorted(found, key=lambda c: (c.task, c.model, c.seed))
+
+
+def summary(found: Sequence[Cell], tolerance: float) -> list[Any]:
+    """``[cells, trained, within tolerance, share, largest gain]``; accuracies are counts over a test set, so a
+    difference is rounded before it is compared (0.793 - 0.783 is 0.010000000000000009 in floats)."""
+    gains = [c.gain for c in found if c.gain is not None]
+    within = sum(round(abs(gain), 9) <= tolerance for gain in gains)
+    return [len(found), len(gains), within, within / len(gains) if gains else None, max(gains, default=None)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suite_records", type=Path, help="the tokbench suite's records (benchmark/republish/records)")
+    parser.add_argument("cap_records", type=Path, help="records of benchmark/budget/cap.toml")
+    parser.add_argument("--suite", type=Path, default=Path(__file__).with_name("cap.toml"),
+                        help="the cap check's suite (default: cap.toml beside this script)")
+    parser.add_argument("--tolerance", type=float, default=0.01, help="largest |longer - suite| counted as equal")
+    parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
+    args = parser.parse_args(argv)
+    suite_records = load_records(args.suite_records).records.values()
+    try:
+        found = cells(plan(args.suite), suite_records, load_records(args.cap_records).records)
+    except ValueError as exc:
+        print(f"cap.py: {exc}", file=sys.stderr)
+        return 2
+    fmt = "github" if args.markdown else "simple"
+    print(tabulate([[c.task, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.accuracy, c.longer_cap,
+                     "pending" if c.longer is None else c.longer, "" if c.gain is None else c.gain] for c in found],
+                   headers=["task", "model", "seed", "lr", "weight decay", "cap", "test", "longer cap", "test",
+                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "g", "g", "", ".3f", "", ".3f", "+.3f")))
+    print()
+    print(tabulate([summary(found, args.tolerance)],
+                   headers=["cells", "trained", f"within {args.tolerance:g}", "share", "largest gain"],
+                   tablefmt=fmt, floatfmt=".3f"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,8 +28,8 @@ def _params(steps: int, lr_grid: list[float], wd_grid: list[float], **train) -> 
 
 def _suite_record(lr: float, weight_decay: float, accuracy: float) -> dict:
     params = _params(10000, [0.00025, 0.001, 0.004], [0.0, 0.1])
-    return {"status": "ok", "task": "mqar", "model": "gla", "seed": 0, "params": params, "metrics": {"accuracy": accuracy},
-            "train": {"steps": 10000, "lr": lr, "weight_decay": weight_decay}}
+    return {"status": "ok", "task": "mqar", "model": "gla", "seed": 0, "params": params,
+            "metrics": {"accuracy": accuracy}, "train": {"steps": 10000, "lr": lr, "weight_decay": weight_decay}}
 
 
 def test_a_longer_run_is_matched_with_the_suite_record_whose_choice_it_retrains(cap):

@@ -7,10 +7,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from script_modules import BENCHMARK, load_script
+from tokbench.results import load_records
 
 TOOL = BENCHMARK / "republish" / "acceptance.py"
 acceptance = load_script(TOOL)
+CHECK_CAP = acceptance.check_cap
+
+
+@pytest.fixture(autouse=True)
+def _cap_check_holds(monkeypatch):
+    """The committed cap check retrains cells of the republish's own records, which synthetic sections do not hold;
+    it has its own tests below."""
+    monkeypatch.setattr(acceptance, "check_cap", lambda section, folder: acceptance.Check("a cap check", True, ""))
 ATTENTION_ON_MQAR = "transformer-2l's mean test accuracy >= 0.97 on every mqar rung"
 
 
@@ -136,3 +147,19 @@ def test_several_folders_are_one_section_and_a_pairing_in_two_of_them_is_exit_2(
     shutil.copy(record, second)
     result = subprocess.run([sys.executable, str(TOOL), str(first), str(second)], capture_output=True, text=True)
     assert result.returncode == 2 and result.stdout == "" and "also in an earlier folder" in result.stderr
+
+
+def test_the_cap_check_reads_its_committed_runs_as_its_tool_pairs_them():
+    section = list(load_records(BENCHMARK / "republish" / "records").records.values())
+    check = CHECK_CAP(section)
+    cap = load_script(BENCHMARK / "budget" / "cap.py")
+    cells, trained, within = cap.summary(cap.cells(cap.plan(BENCHMARK / "budget" / "cap.toml"), section,
+                                                   load_records(BENCHMARK / "budget" / "cap-records").records),
+                                         0.01)[:3]
+    assert check.found == f"{trained} of {cells} cells retrained, {within} within 0.01"
+    assert check.holds == (trained == cells and within >= 0.95 * cells)
+
+
+def test_a_cap_check_of_cells_the_section_does_not_hold_fails():
+    check = CHECK_CAP(_passing())
+    assert not check.holds and "no suite record chose" in check.found

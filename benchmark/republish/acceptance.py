@@ -5,10 +5,12 @@
 RECORDS are the `tokbench` section's folders (``benchmark/republish/records`` while the republish runs,
 ``leaderboard/records/tokbench`` once published; several are read as one, e.g. shards not yet merged);
 SCALE_RECORDS the GPU-scale section's, where the larger sizes may live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
-republish can be judged on its records before they replace the published ones. Two rows read beyond the records:
+republish can be judged on its records before they replace the published ones. Three rows read beyond the records:
 the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
-and its test, ``tests/test_budget_stopping.py``) and the README, which must state the section's cost as the
-leaderboard computes it (core-hours: each run's wall-clock seconds times its threads, to one decimal).
+and its test, ``tests/test_budget_stopping.py``), the cap check (``benchmark/budget/cap.py``'s cells under
+``cap.toml``'s plan, each a record of the section retrained with twice the steps; the issue does not ask for it,
+the project's rule that a published run is past its plateau does) and the README, which must state the section's
+cost as the leaderboard computes it (core-hours: each run's wall-clock seconds times its threads, to one decimal).
 
 A trained record is an ok record whose pairing has a recipe (``params.train`` is not empty: baselines and the oracle
 have none). A model family's learning rates are every ``lr`` and ``lr_grid`` value its trained records of one task
@@ -139,14 +141,23 @@ def check_alibi_heads(section: Sequence[Record]) -> Check:
                  f"heads: {sorted(set(heads)) or 'no records'}")
 
 
-def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
-    """The stopping check's committed pairs, as its tool pairs them (the suite's plan), and its test."""
+def _budget_tool(name: str) -> Any:
+    """``benchmark/budget/NAME.py`` as a module (its folder importable, as when it runs: a tool imports its
+    neighbours)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("stopping", STOPPING / "stopping.py")
-    stopping = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = stopping  # its dataclasses look their module up
-    spec.loader.exec_module(stopping)
+    if str(STOPPING) not in sys.path:
+        sys.path.append(str(STOPPING))
+    spec = importlib.util.spec_from_file_location(name, STOPPING / f"{name}.py")
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # its dataclasses look their module up
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
+    """The stopping check's committed pairs, as its tool pairs them (the suite's plan), and its test."""
+    stopping = _budget_tool("stopping")
     least, share, tolerance = STOPPING_BAR
     plan = stopping.plan_hashes(STOPPING / "stopping.toml")
     matched, _ = stopping.pairs(load_records(folder).records.values(), plan) if folder.is_dir() else ([], [])
@@ -155,6 +166,22 @@ def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
     return Check(f"a stopping check of at least {least} runs to the cap, {share:.0%} within {tolerance:g}, with a test",
                  holds, f"{within} of {len(matched)} pairs within {tolerance:g}"
                  + ("" if STOPPING_TEST.is_file() else f"; no {STOPPING_TEST.name}"))
+
+
+def check_cap(section: Sequence[Record], folder: Path = STOPPING / "cap-records") -> Check:
+    """The cap check (``benchmark/budget/cap.toml``): every cell it plans retrained at twice the cap, and 95% of them
+    within 0.01 of the suite's record (the stopping check's bar), as its tool pairs them."""
+    cap = _budget_tool("cap")
+    share, tolerance = STOPPING_BAR[1:]
+    requirement = f"a cap check: the cells still learning at the cap retrained with twice the steps, {share:.0%} " \
+                  f"within {tolerance:g}"
+    try:
+        found = cap.cells(cap.plan(STOPPING / "cap.toml"), section, load_records(folder).records)
+    except ValueError as exc:
+        return Check(requirement, False, str(exc))
+    cells, trained, within = cap.summary(found, tolerance)[:3]
+    return Check(requirement, cells > 0 and trained == cells and within >= share * cells,
+                 f"{trained} of {cells} cells retrained, {within} within {tolerance:g}")
 
 
 def check_cost(records: Sequence[Record], readme: Path = ROOT / "README.md") -> Check:
@@ -170,9 +197,9 @@ def check_cost(records: Sequence[Record], readme: Path = ROOT / "README.md") -> 
 
 
 def checks(section: Iterable[Record], scale: Iterable[Record] = (), readme: Path = ROOT / "README.md",
-           stopping: Path = STOPPING / "stopping-records") -> list[Check]:
+           stopping: Path = STOPPING / "stopping-records", cap: Path = STOPPING / "cap-records") -> list[Check]:
     """Every requirement, on the section's records and the GPU-scale section's (``scale``): the larger sizes may
-    be in either, and both must state sizes and rates; with the README and the stopping check's records."""
+    be in either, and both must state sizes and rates; with the README and the stopping and cap checks' records."""
     section, scale = list(section), list(scale)
     mqar = [r for r in section if r["task"] == "mqar"]
     every = section
@@ -182,7 +209,7 @@ def checks(section: Iterable[Record], scale: Iterable[Record] = (), readme: Path
             check_size(both, "mqar", "context_length", LONG_CONTEXT), check_attention_on_mqar(mqar),
             check_size(both, "selective-copy", "context_length", LONG_CONTEXT),
             check_size(both, "sparse-selection", "num_tokens", WIDE_SELECTION), check_alibi_heads(section),
-            check_stopping(stopping), check_cost(every, readme)]
+            check_stopping(stopping), check_cap(every, cap), check_cost(every, readme)]
 
 
 def _read(*folders: Path) -> list[Record]:

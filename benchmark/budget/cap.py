@@ -124,10 +124,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cap.py: {exc}", file=sys.stderr)
         return 2
     fmt = "github" if args.markdown else "simple"
+    # a column of numbers and "pending" is text to tabulate: its numbers are formatted here
     print(tabulate([[c.task, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.accuracy, c.longer_cap,
-                     "pending" if c.longer is None else c.longer, "" if c.gain is None else c.gain] for c in found],
+                     "pending" if c.longer is None else f"{c.longer:.3f}", "" if c.gain is None else f"{c.gain:+.3f}"]
+                    for c in found],
                    headers=["task", "model", "seed", "lr", "weight decay", "cap", "test", "longer cap", "test",
-                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "g", "g", "", ".3f", "", ".3f", "+.3f")))
+                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "g", "g", "", ".3f"), disable_numparse=[8, 9]))
     print()
     print(tabulate([summary(found, args.tolerance)],
                    headers=["cells", "trained", f"within {args.tolerance:g}", "share", "largest gain"],

@@ -7,6 +7,7 @@ import json
 import math
 
 import pytest
+from rich.console import Console
 from scipy import stats as scipy_stats
 
 from leaderboard_synth import WALK, ladder, seeds, sections, v3
@@ -16,6 +17,7 @@ from tokbench.leaderboard.document import Heading, Image, Table, document
 from tokbench.leaderboard.report import build_report, build_reports
 from tokbench.leaderboard.plots import ladder_lines, ladders, plan
 from tokbench.leaderboard.publish import render
+from tokbench.leaderboard.render import to_terminal
 from tokbench.leaderboard.scores import OVERALL, build_scores, ceiling, rung_cell
 from tokbench.leaderboard.stats import Part, binomial_var, compare_scores, weighted_sum
 from tokbench.leaderboard.views import Measure, measure_text, score_table
@@ -224,8 +226,15 @@ def test_scores_lead_their_section_in_every_format():
     assert "docs/scores.md" in scores_part and "Welch" in scores_part
     assert "tokbench-ladders.png" not in md.split("### Plots", 1)[1]
 
+    console = Console(file=io.StringIO(), width=300, color_system=None)
+    to_terminal(document(build_reports(board_sections)), console)
+    text = console.file.getvalue()
+    assert text.index("Single attention layers") < text.index("Architectures by family") < text.index("Accuracy")
+
     html = render(board_sections, "html", images)
     assert html.index("<h3>Architectures</h3>") < html.index("<h3>Accuracy</h3>")
+    beside = html.split('<div class="beside">', 1)[1].split("<h3>Architectures by family</h3>", 1)[0]
+    assert "<h3>Architectures</h3>" in beside and "<h3>Single attention layers</h3>" in beside  # side by side
     assert "deterministic-walk (pitfall)</th>" in html
 
     data = json.loads(render(board_sections, "json"))["sections"][0]["scores"]

@@ -25,6 +25,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from stopping import planned_pairings
 from tokbench.results import canonical_json, load_records
 
 #: the recipe keys a cap run changes: the cap, the schedule's warm-up (a share of the cap), its budgets, its plateau
@@ -73,12 +74,8 @@ def _planned(params: Mapping[str, Any], task: str, model: str, seed: int) -> str
 
 def plan(suite: Path) -> list[tuple[str, str, str, int, Mapping[str, Any]]]:
     """The cap suite's runs: ``(config hash, task, model, seed, params)`` each."""
-    from tokbench.grid import expand
-    from tokbench.plugins import registry
-    from tokbench.suites import load_suite
-
     return [(p.config_hash, p.task_spec.name, p.model_spec.name, p.seed, p.variant.params)
-            for p in expand(load_suite(str(suite)), registry())]
+            for p in planned_pairings(suite)]
 
 
 def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite_records: Iterable[Mapping[str, Any]],

@@ -100,13 +100,18 @@ def _sides(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None
     return protocol, cap, stale
 
 
-def plan_hashes(suite: Path) -> set[str]:
-    """The config hashes of ``suite``'s pairings: the protocol's runs."""
+def planned_pairings(suite: Path) -> list[Any]:
+    """``suite``'s pairings, as `tokbench run --suite` plans them."""
     from tokbench.grid import expand
     from tokbench.plugins import registry
     from tokbench.suites import load_suite
 
-    return {pairing.config_hash for pairing in expand(load_suite(str(suite)), registry())}
+    return expand(load_suite(str(suite)), registry())
+
+
+def plan_hashes(suite: Path) -> set[str]:
+    """The config hashes of ``suite``'s pairings: the protocol's runs."""
+    return {pairing.config_hash for pairing in planned_pairings(suite)}
 
 
 def pairs(records: Iterable[Mapping[str, Any]], plan: set[str] | None = None) -> tuple[list[Pair], list[str]]:

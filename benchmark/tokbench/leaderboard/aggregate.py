@@ -145,7 +145,7 @@ class Row:
     @property
     def trained(self) -> bool:
         """Whether the recipe takes gradient steps (baselines take none)."""
-        return bool(self.train.get("steps"))
+        return takes_steps(self.train)
 
 
 @dataclass
@@ -312,8 +312,13 @@ def _configuration(rec: dict[str, Any]) -> list[Any]:
     return [rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"]]
 
 
+def takes_steps(train: dict[str, Any]) -> bool:
+    """Whether a recipe takes gradient steps: baselines and oracles take none."""
+    return bool(train.get("steps"))
+
+
 def _trains(rec: dict[str, Any]) -> bool:
-    return bool(rec["params"]["train"].get("steps"))  # as Row.trained: baselines and oracles take no step
+    return takes_steps(rec["params"]["train"])
 
 
 def _own_protocol(rec: dict[str, Any]) -> dict[str, Any]:

@@ -178,20 +178,21 @@ def _scored(report: Report, images: Sequence[Image], level: int, brief: bool, li
     With several rankings, the first screen shows every ranking: their Overall tables side by side (a caption
     they share stated once above them), then each one's family tables and claims, under "TITLE by family"."""
     several = len(report.tables.rankings) > 1
-    rankings = [(ranking, fit(ranking.scores, width, _is_overall if several else None))
-                for ranking in report.tables.rankings]
     if not several:
-        ((ranking, tables),) = rankings
-        blocks: list[Block] = [Heading(ranking.title, level), *_about(ranking), *tables, *_claims(ranking)]
+        (ranking,) = report.tables.rankings
+        blocks: list[Block] = [Heading(ranking.title, level), *_about(ranking), *fit(ranking.scores, width),
+                               *_claims(ranking)]
     else:
-        captions = {tables[0].caption for _, tables in rankings}
+        rankings = [(ranking, tables, _overall_tables(tables)) for ranking in report.tables.rankings
+                    for tables in [fit(ranking.scores, width, _is_overall)]]
+        captions = {tables[0].caption for _, tables, _ in rankings}
         shared = captions.pop() if len(captions) == 1 else ""
         blocks = [*([Paragraph(shared)] if shared else []),
                   Beside([[Heading(ranking.title, level), *_about(ranking),
-                           *(replace(t, caption="") if shared else t for t in tables[:_overall_tables(tables)])]
-                          for ranking, tables in rankings])]
-        for ranking, tables in rankings:
-            if rest := [*tables[_overall_tables(tables):], *_claims(ranking)]:
+                           *(replace(t, caption="") if shared else t for t in tables[:lead])]
+                          for ranking, tables, lead in rankings])]
+        for ranking, tables, lead in rankings:
+            if rest := [*tables[lead:], *_claims(ranking)]:
                 blocks += [Heading(f"{ranking.title} by family", level), *rest]
     blocks += [*([Paragraph(report.rising)] if report.rising else []), *(i for i in images if i.leads)]
     if not linked:

@@ -12,7 +12,8 @@ from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.budgets import still_rising
 from tokbench.results import load_records
 
-REPUBLISH = BUDGET.parent / "republish" / "records"
+# the suite records the check retrains: the republish's, and those of the families whose cap the check raised
+SUITE_RECORDS = (BUDGET.parent / "republish" / "records", BUDGET / "pruning-records")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_a_planned_run_that_retrains_no_choice_of_the_suite_is_refused(cap, plan
 def test_every_cell_of_the_committed_check_retrains_a_cell_the_leaderboard_names_still_learning_at_the_cap(cap):
     """cap.toml retrains the suite's own choices (cells() raises otherwise), and only cells the page flags: the
     pruning check's sweeps (seed 0, middle rung) whose mean rose by more than 0.02 from step 3000 to the cap."""
-    suite = list(load_records(REPUBLISH).records.values())
+    suite = [record for folder in SUITE_RECORDS for record in load_records(folder).records.values()]
     found = cap.cells(cap.plan(BUDGET / "cap.toml"), suite, {})
     flagged = {(item.cell.column.task, item.cell.row.model) for item in still_rising(build(suite))}
     assert found and {(c.task, c.model) for c in found} <= flagged
@@ -65,7 +66,7 @@ def test_every_cell_of_the_committed_check_retrains_a_cell_the_leaderboard_names
 
 
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records():
-    printed = subprocess.run([sys.executable, str(BUDGET / "cap.py"), str(REPUBLISH), str(BUDGET / "cap-records"),
-                              "--markdown"], capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run([sys.executable, str(BUDGET / "cap.py"), *map(str, SUITE_RECORDS),
+                              str(BUDGET / "cap-records"), "--markdown"], capture_output=True, text=True, check=True).stdout
     readme = (BUDGET / "README.md").read_text(encoding="utf-8")
     assert printed.strip() and printed.strip() in readme

@@ -22,11 +22,12 @@ def test_the_projection_is_seeds_times_replica_steps_times_the_step_cost(plan_to
     pruned = plan_tool.trained_variants("tokbench", ("causal-graph",), ("gru",), ("train.sweep_steps=1000",))
     assert len(full) == len(pruned) == 3  # one variant per rung, each with the suite's 3 seeds
     second = dict.fromkeys(full, 1.0)
-    # GRU's recipe takes no weight decay: 3 rates, each to the 10000-step cap, or each to 1000 and one on to 10000
-    assert plan_tool.project(full, second) == {"gru": {"causal-graph": 3 * 3 * 3 * 10000 / 3600}}
-    assert plan_tool.project(pruned, second) == {"gru": {"causal-graph": 3 * 3 * (3 * 1000 + 9000) / 3600}}
+    # GRU's recipe takes no weight decay: 3 rates, each to causal-graph's cap of 20000 steps, or each to 1000 and one
+    # on to 20000
+    assert plan_tool.project(full, second) == {"gru": {"causal-graph": 3 * 3 * 3 * 20000 / 3600}}
+    assert plan_tool.project(pruned, second) == {"gru": {"causal-graph": 3 * 3 * (3 * 1000 + 19000) / 3600}}
     second[next(iter(full))] = None  # not applicable where the model says so when built
-    assert plan_tool.project(full, second)["gru"]["causal-graph"] == pytest.approx(2 * 3 * 3 * 10000 / 3600)
+    assert plan_tool.project(full, second)["gru"]["causal-graph"] == pytest.approx(2 * 3 * 3 * 20000 / 3600)
 
 
 def test_a_variant_with_records_is_projected_from_the_time_they_took(plan_tool):
@@ -42,7 +43,7 @@ def test_a_variant_with_records_is_projected_from_the_time_they_took(plan_tool):
     assert list(recorded.values()) == [[1800.0, 3600.0]]
     costs = dict.fromkeys(variants, 1.0)
     assert plan_tool.project(variants, costs, recorded) == {"gru": {"causal-graph": pytest.approx(3 * 0.75)}}
-    assert plan_tool.project(variants, costs) == {"gru": {"causal-graph": 3 * 3 * 10000 / 3600}}
+    assert plan_tool.project(variants, costs) == {"gru": {"causal-graph": 3 * 3 * 20000 / 3600}}
 
 
 def test_a_rung_keeps_that_rung_of_every_ladder_and_a_cost_is_per_batch(plan_tool):

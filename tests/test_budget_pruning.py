@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from script_modules import BUDGET, load_script
+from tokbench.results import canonical_json, load_records
 
 
 @pytest.fixture(scope="module")
@@ -94,17 +95,42 @@ def test_only_full_sweeps_with_every_curve_are_replayed(pruning):
     assert [row[:5] for row in summary] == [[200, 1, 0, 0, "0.000"], [300, 1, 1, 1, "1.000"]]
 
 
+RECORDS = (BUDGET.parent / "republish" / "records", BUDGET / "pruning-records")  # the suite's, and those it left
+
+
 @pytest.mark.parametrize("rule", [[], ["--keep-within", "0.01"]])
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records(rule):
-    printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), str(BUDGET.parent / "republish" / "records"),
-                              "--markdown", *rule], capture_output=True, text=True, check=True).stdout
+    printed = subprocess.run([sys.executable, str(BUDGET / "pruning.py"), *map(str, RECORDS), "--markdown", *rule],
+                             capture_output=True, text=True, check=True).stdout
     readme = (BUDGET / "README.md").read_text(encoding="utf-8")
     summary = printed.strip().split("\n\n")[-1]  # the rule's summary; the default's per-sweep table too
     assert summary and (printed.strip() if not rule else summary) in readme
 
 
-def test_each_sweep_of_the_check_is_a_record_of_the_suite(pruning):
-    """Each sweep is the record the suite's architecture block plans for that model on the family's middle rung at
-    seed 0 (same identity: recipe, grid, the LSTM's wider one, widths, no evaluations), trained once for both."""
-    check = pruning.plan_hashes(BUDGET / "pruning.toml")
-    assert len(check) == 63 and check <= pruning.plan_hashes(Path("tokbench"))
+CAP_KEYS = {"steps", "warmup_steps", "budgets"}  # the cap and what is sized to it
+
+
+def test_each_sweep_of_the_check_is_the_suites_record_but_for_the_cap_its_family_raised():
+    """Each sweep is the pairing the suite's architecture block plans for that model on the family's middle rung at
+    seed 0 (recipe, grid, the LSTM's wider one, widths, no evaluations), trained once for both, where the suite
+    kept the check's cap of 10000 steps; where it raised a family's cap, the sweeps differ from the suite's in the
+    cap and what is sized to it, nothing else. The records of those families are in pruning-records."""
+    stopping = load_script(BUDGET / "stopping.py")
+
+    def keyed(suite):
+        return {(p.task_spec.name, p.model_spec.name, p.seed, canonical_json(p.variant.params["task"]),
+                 canonical_json(p.variant.params["model"])): p for p in stopping.planned_pairings(suite)}
+
+    check, suite = keyed(BUDGET / "pruning.toml"), keyed(Path("tokbench"))
+    assert len(check) == 63 and check.keys() <= suite.keys()
+    raised = set()
+    for key, sweep in check.items():
+        ours, theirs = sweep.variant.params["train"], suite[key].variant.params["train"]
+        if sweep.config_hash != suite[key].config_hash:
+            assert theirs["steps"] > ours["steps"] == 10000, key
+            assert {k for k in ours.keys() | theirs.keys() if ours.get(k) != theirs.get(k)} <= CAP_KEYS, key
+            raised.add(key[0])
+    assert raised == {"causal-graph", "lag-walk", "mqar", "selective-copy", "sparse-selection"}
+    kept, left = (load_records(folder).records.keys() for folder in RECORDS)
+    assert left and {check[key].config_hash for key in check if key[0] in raised} >= left
+    assert not left & kept

@@ -121,8 +121,15 @@ def test_both_rankings_train_under_one_protocol():
     assert architectures.train["validate_by"] == "expected"  # where the task has a label law ...
     # majority: no target stop (the stopping check: it cost up to 0.015), and a patience no run can meet, which keeps
     # every candidate's validation checks (what a pruned sweep chooses on)
-    assert architectures.train["task"] == {"lag-walk": {"validate_by": "labels"},  # ... lag-walk has none
-                                           "majority": {"target": 0, "patience": architectures.train["steps"]}}
+    # the caps by family (benchmark/budget, "The cap check"): twice the block's where twice the steps gained, with the
+    # budgets extended to the new cap; the block's own on icl-markov and majority, where it held
+    longer = {"steps": 2 * architectures.train["steps"],
+              "budgets": [*architectures.train["budgets"], 2 * architectures.train["steps"]]}
+    assert architectures.train["task"] == {
+        "lag-walk": {"validate_by": "labels", **longer},  # ... lag-walk has none
+        "majority": {"target": 0, "patience": architectures.train["steps"]},
+        **dict.fromkeys(("causal-graph", "mqar", "selective-copy", "sparse-selection"), longer)}
+    assert architectures.train["steps"] == variants.train["steps"] == 10000
     assert architectures.train["target"] and not architectures.train.get("patience")  # no plateau rule
     assert (architectures.sweep, architectures.seeds) == (variants.sweep, variants.seeds)
     # the length table is the variants'; the architectures' middle rungs at seed 0 are then the pruning check's sweeps

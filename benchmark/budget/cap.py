@@ -1,9 +1,10 @@
 """The cap check: would a run the protocol ends at its cap end higher with twice the steps?
 
-    python benchmark/budget/cap.py SUITE_RECORDS CAP_RECORDS [--suite FILE] [--tolerance 0.01] [--markdown]
+    python benchmark/budget/cap.py SUITE_RECORDS [SUITE_RECORDS ...] CAP_RECORDS [--suite FILE] [--tolerance 0.01]
+                                   [--markdown]
 
 ``benchmark/budget/cap.toml`` retrains cells of the tokbench suite (the pruning check's sweeps, its middle rung at
-seed 0, in SUITE_RECORDS) with the candidate each sweep chose, one candidate, and every key of the protocol but the
+seed 0, in the SUITE_RECORDS folders) with the candidate each sweep chose, one candidate, and every key of the protocol but the
 cap: twice the steps, the schedule (warm-up and cosine decay) sized to them, the budgets extended to the new cap,
 and a plateau rule that was off (patience = the cap) still off. The same seed gives the same initialisation and
 batches. This prints, per cell, the suite record's test accuracy at its cap, the longer run's at its own, and the
@@ -107,14 +108,15 @@ def summary(found: Sequence[Cell], tolerance: float) -> list[Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("suite_records", type=Path, help="the tokbench suite's records (benchmark/republish/records)")
+    parser.add_argument("suite_records", type=Path, nargs="+",
+                        help="folders of the suite records the check retrains (read as one)")
     parser.add_argument("cap_records", type=Path, help="records of benchmark/budget/cap.toml")
     parser.add_argument("--suite", type=Path, default=Path(__file__).with_name("cap.toml"),
                         help="the cap check's suite (default: cap.toml beside this script)")
     parser.add_argument("--tolerance", type=float, default=0.01, help="largest |longer - suite| counted as equal")
     parser.add_argument("--markdown", action="store_true", help="GitHub tables instead of plain text")
     args = parser.parse_args(argv)
-    suite_records = load_records(args.suite_records).records.values()
+    suite_records = [record for folder in args.suite_records for record in load_records(folder).records.values()]
     try:
         found = cells(plan(args.suite), suite_records, load_records(args.cap_records).records)
     except ValueError as exc:

@@ -1,6 +1,6 @@
 """The pruning check: what would a sweep that chooses at step S lose against the full sweep's choice?
 
-    python benchmark/budget/pruning.py benchmark/republish/records [--at 500 1000 2000 3000]
+    python benchmark/budget/pruning.py RECORDS [RECORDS ...] [--at 500 1000 2000 3000]
                                        [--tolerance 0.01] [--keep-within 0.01] [--markdown]
 
 Reads full sweeps (``benchmark/budget/pruning.toml``: every candidate trained to its target or the cap, kept on
@@ -139,7 +139,8 @@ def tables(found: Sequence[Sweep], at: Sequence[int], tolerance: float,
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("records", type=Path, help="a folder of records holding pruning.toml's full sweeps")
+    parser.add_argument("records", type=Path, nargs="+", help="folders of records holding pruning.toml's full sweeps "
+                                                               "(read as one)")
     parser.add_argument("--suite", type=Path, default=Path(__file__).with_name("pruning.toml"),
                         help="the suite whose pairings are the sweeps to replay (default: pruning.toml beside this)")
     parser.add_argument("--at", type=int, nargs="+", default=STEPS, help="steps at which to replay a choice")
@@ -151,14 +152,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.keep_within < 0:
         parser.error(f"--keep-within must be 0 or more, not {args.keep_within:g}")
-    records = list(load_records(args.records).records.values())
+    records = [record for folder in args.records for record in load_records(folder).records.values()]
     plan = plan_hashes(args.suite)
     found = sweeps(records, plan)
     others = len(sweeps(records)) - len(found)
     if others:  # the suite's other records in the folder (other rungs and seeds), or a protocol the check has left
         print(f"{others} full sweeps not in {args.suite.name}'s plan, left out", file=sys.stderr)
     if not found:
-        print(f"error: no full sweep with every candidate's validation curve in {args.records}", file=sys.stderr)
+        print(f"error: no full sweep with every candidate's validation curve in {' '.join(map(str, args.records))}",
+              file=sys.stderr)
         return 2
     head, body, summary_head, summary = tables(found, args.at, args.tolerance, args.keep_within)
     fmt = "github" if args.markdown else "simple"

@@ -177,8 +177,8 @@ def check_cap(section: Sequence[Record], folder: Path = STOPPING / "cap-records"
                   f"within {tolerance:g}"
     try:
         found = cap.cells(cap.plan(STOPPING / "cap.toml"), section, load_records(folder).records)
-    except ValueError as exc:
-        return Check(requirement, False, str(exc))
+    except ValueError as exc:  # a check of another protocol's records (the caps it raised, say)
+        return Check(requirement, False, f"cap.toml retrains records the section does not hold: {exc}")
     cells, trained, within = cap.summary(found, tolerance)[:3]
     return Check(requirement, cells > 0 and trained == cells and within >= share * cells,
                  f"{trained} of {cells} cells retrained, {within} within {tolerance:g}")

@@ -481,3 +481,13 @@ def test_published_readme_keeps_the_score_table_and_links_the_budget_and_length_
     assert "Scores by training budget" not in readme.split("### Findings, plots and details")[0]
     details = to_markdown(details_document([report]))
     assert "### Scores by training budget" in details and "### Length generalisation" in details
+
+
+def test_the_budget_names_the_range_of_caps_where_families_train_to_different_caps():
+    """The tokbench suite's architectures train to 20000 steps on some families and 10000 on others."""
+    short = v3(_model("mqar", "gru", [0.5, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4})
+    long = v3(_model("majority", "gru", [0.6, 0.6, 0.6], spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4})
+    for rec in long:
+        rec["train"]["max_steps"] = 6000
+    budget = build_report(sections(short + long)[0]).budget
+    assert "at most 3,000 to 6,000 optimiser steps per run (the cap is the recipe's and the family's);" in budget

@@ -142,11 +142,12 @@ def budget_text(board: Leaderboard) -> str:
     if not trained:
         return "No model in this section trains (0 steps)."
     caps = sorted({_cap(rec) for rec in trained})
-    cap = f"{caps[0]:,}" if len(caps) == 1 else f"{caps[0]:,} to {caps[-1]:,} (by recipe)"
+    cap = f"{caps[0]:,} optimiser steps per run" if len(caps) == 1 else \
+        f"{caps[0]:,} to {caps[-1]:,} optimiser steps per run (the cap is the recipe's and the family's)"
     reasons = Counter(rec["train"].get("stopped_because") for rec in trained)
     steps = [rec["train"]["steps"] for rec in trained if isinstance(rec["train"].get("steps"), int)]
     if set(reasons) == {None}:
-        return f"Training budget: {cap} optimiser steps per run, every run trained for all of them; scores are taken " \
+        return f"Training budget: {cap}, every run trained for all of them; scores are taken " \
                "at the last step."
     # Older records (no stopping rule) trained for the whole count: "all steps".
     why = ", ".join(f"{reason or 'all steps (older records)'} {count}"
@@ -154,7 +155,7 @@ def budget_text(board: Leaderboard) -> str:
     rules = [phrase for reason, phrase in STOPS.items() if reason in reasons] + \
         sorted(str(reason) for reason in reasons if reason not in STOPS and reason is not None)
     stop = rules[0] if len(rules) == 1 else f"{', '.join(rules[:-1])} or {rules[-1]}"
-    text = (f"Training budget: at most {cap} optimiser steps per run; runs stop {stop} ({why} of {len(trained)} runs; "
+    text = (f"Training budget: at most {cap}; runs stop {stop} ({why} of {len(trained)} runs; "
             f"median {statistics.median(steps):,.0f} steps taken); scores are taken at the final step.")
     rising = len(still_rising(board))
     return (f"{text} {rising} cell{'s were' if rising > 1 else ' was'} still learning at the cap (may be lower "

@@ -483,11 +483,32 @@ def test_published_readme_keeps_the_score_table_and_links_the_budget_and_length_
     assert "### Scores by training budget" in details and "### Length generalisation" in details
 
 
-def test_the_budget_names_the_range_of_caps_where_families_train_to_different_caps():
-    """The tokbench suite's architectures train to 20000 steps on some families and 10000 on others."""
-    short = v3(_model("mqar", "gru", [0.5, 0.5, 0.5], spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4})
-    long = v3(_model("majority", "gru", [0.6, 0.6, 0.6], spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4})
-    for rec in long:
-        rec["train"]["max_steps"] = 6000
+def _capped(records: list[dict], cap: int) -> list[dict]:
+    for rec in records:
+        rec["params"]["train"].update(steps=cap, budgets=[100, cap])
+        rec["train"]["max_steps"] = cap
+    return records
+
+
+def test_a_model_trained_to_different_caps_on_different_families_is_one_row_and_the_budget_names_the_range():
+    """The tokbench suite's architectures train to 20000 steps on some families and 10000 on others: one row each,
+    and the budget sentence gives the range of caps."""
+    short = _capped(v3(_model("mqar", "gru", [0.5] * 3, spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4}), 3000)
+    long = _capped(v3(_model("majority", "gru", [0.6] * 3, spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4}),
+                   6000)
+    board = build(short + long)
+    (row,) = board.rows
+    assert row.label == "gru" and "steps" not in row.train  # no one cap to state
     budget = build_report(sections(short + long)[0]).budget
     assert "at most 3,000 to 6,000 optimiser steps per run (the cap is the recipe's and the family's);" in budget
+    (alone,) = build(short).rows
+    assert alone.train["steps"] == 3000  # a row trained under one budget states it
+
+
+def test_one_column_never_mixes_two_budgets_of_a_model_in_one_cell():
+    short = _capped(v3(_model("mqar", "gru", [0.5] * 3, spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4}), 3000)
+    long = _capped(v3(_model("mqar", "gru", [0.7] * 3, spread=0.0), chance=0.0, oracle=1.0, budget={100: 0.4}), 6000)
+    board = build(short + long)
+    assert sorted(r.train["steps"] for r in board.rows) == [3000, 6000]
+    assert len(board.cells) == 2 * len(board.columns) and all(len(cell.ok) == 3 for cell in board.cells.values())
+    assert len({r.label for r in board.rows}) == 2

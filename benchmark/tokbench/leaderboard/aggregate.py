@@ -126,6 +126,7 @@ class Row:
     defaults: dict[str, Any] = field(default_factory=dict)  # the spec's parameters and recipe, when recorded
     family: str = ""  # the model family its records name (older records: none)
     declared_oracle: bool | None = None  # the record's meta.model_oracle (ModelSpec.oracle); None: older records
+    trained: bool = False  # whether its recipe takes gradient steps (baselines take none)
 
     @property
     def oracle(self) -> bool:
@@ -141,11 +142,6 @@ class Row:
     def pinned(self) -> bool:
         """A reference row (oracle or baseline): kept apart from the ranked rows, never bold, never ranked."""
         return self.oracle or self.baseline
-
-    @property
-    def trained(self) -> bool:
-        """Whether the recipe takes gradient steps (baselines take none)."""
-        return takes_steps(self.train)
 
 
 @dataclass
@@ -307,6 +303,11 @@ class Leaderboard:
 #: the others
 CELL_RECIPE_KEYS = ("validate_by", "target", "patience", "min_delta")
 
+#: recipe keys of a run's step budget: its cap, the schedule's warm-up sized to it and the budgets it is scored at.
+#: A suite may set them per task (the tokbench suite's caps by family), so they do not split a model's row; a row
+#: keeps them in its key only where one column holds that model under two budgets, which one cell must not mix
+BUDGET_KEYS = ("steps", "warmup_steps", "budgets")
+
 
 def _configuration(rec: dict[str, Any]) -> list[Any]:
     return [rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"]]
@@ -353,8 +354,10 @@ def _cell_protocol(rec: dict[str, Any], shared: dict[str, dict[str, Any]]) -> di
     return next((shared[key] for key in _protocol_keys(rec) if key in shared), {})
 
 
-def _model_recipe(rec: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in rec["params"]["train"].items() if key not in CELL_RECIPE_KEYS}
+def _model_recipe(rec: dict[str, Any], budget: bool = True) -> dict[str, Any]:
+    """The record's recipe but for the column's keys; without its step budget where ``budget`` is false."""
+    return {key: value for key, value in rec["params"]["train"].items()
+            if key not in CELL_RECIPE_KEYS and (budget or key not in BUDGET_KEYS)}
 
 
 def _column_key(rec: dict[str, Any], protocol: dict[str, Any]) -> str:
@@ -362,8 +365,18 @@ def _column_key(rec: dict[str, Any], protocol: dict[str, Any]) -> str:
     return canonical([*_configuration(rec), *([protocol] if protocol else [])])
 
 
-def _row_key(rec: dict[str, Any]) -> str:
-    return canonical([rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec)])
+def _row_key(rec: dict[str, Any], budget: bool = True) -> str:
+    return canonical([rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec, budget)])
+
+
+def _budget_apart(records: Iterable[dict[str, Any]], column_keys: list[str]) -> set[str]:
+    """The rows (keyed without their step budget) that some column holds under more than one budget: those keep
+    the budget in their key."""
+    budgets: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rec, column in zip(records, column_keys):
+        train = rec["params"]["train"]
+        budgets[column, _row_key(rec, budget=False)].add(canonical({key: train.get(key) for key in BUDGET_KEYS}))
+    return {row for (_, row), found in budgets.items() if len(found) > 1}
 
 
 def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
@@ -373,26 +386,35 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     cells: dict[tuple[str, str], Cell] = {}
     records = sorted(records, key=lambda r: (r["task"], r["model"], r["seed"], r["config_hash"]))
     shared = _shared_protocols(records)
-    for rec in records:
+    protocols = [_cell_protocol(rec, shared) for rec in records]
+    column_keys = [_column_key(rec, protocol) for rec, protocol in zip(records, protocols)]
+    apart = _budget_apart(records, column_keys)
+    recipes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # each row's recipes, budget included
+    for rec, protocol, key in zip(records, protocols, column_keys):
         meta = rec.get("meta") or {}
         defaults = meta.get("defaults") or {}
-        protocol = _cell_protocol(rec, shared)
-        key = _column_key(rec, protocol)
         column = columns.setdefault(key, Column(
             key, rec["task"], rec["task_version"], rec["params"]["task"], rec["eval_split"],
             meta.get("task_description", ""), meta.get("task_citation", ""), defaults=defaults.get("task") or {},
             protocol=protocol))
         row_defaults = {**(defaults.get("model") or {}),
                         **{f"train.{k}": v for k, v in (defaults.get("train") or {}).items()}}
-        row = rows.setdefault(_row_key(rec), Row(
-            _row_key(rec), rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec),
+        budget = _row_key(rec, budget=False) in apart
+        row_key = _row_key(rec, budget)
+        recipe = _model_recipe(rec)
+        recipes[row_key][canonical(recipe)] = recipe
+        row = rows.setdefault(row_key, Row(
+            row_key, rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec, budget),
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
             defaults=row_defaults, family=meta.get("model_family") or "",
-            declared_oracle=meta.get("model_oracle")))
+            declared_oracle=meta.get("model_oracle"), trained=_trains(rec)))
         cell = cells.setdefault((column.key, row.key), Cell(column, row))
         {"ok": cell.ok, "not_applicable": cell.not_applicable}.get(rec["status"], cell.failed).append(rec)
     if not cells:
         raise UsageError("no run records to aggregate; run `tokbench run` first or pass --records DIR")
+    for row in rows.values():  # a row trained under one budget states it, as its records do
+        if len(recipes[row.key]) == 1:
+            (row.train,) = recipes[row.key].values()
 
     weight: Counter[str] = Counter()
     for (col_key, row_key), cell in cells.items():

@@ -1,6 +1,7 @@
 """benchmark/budget/cap.py: the suite's runs at its cap against the same runs with twice the steps."""
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,62 @@ def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committ
                               str(BUDGET / "cap-records"), "--markdown"], capture_output=True, text=True, check=True).stdout
     readme = (BUDGET / "README.md").read_text(encoding="utf-8")
     assert printed.strip() and printed.strip() in readme
+
+
+# ---- cap_plan.py: the cap check's suite, written from the cells a page names still learning at the cap ---------
+
+@pytest.fixture(scope="module")
+def cap_plan():
+    return load_script(BUDGET / "cap_plan.py")
+
+
+def test_a_cap_run_keeps_the_recipe_but_the_cap_and_narrows_the_sweep_to_the_choice(cap_plan):
+    record = {"params": {"train": {**_params(10000, [0.00025, 0.001, 0.004], [0.0, 0.1])["train"], "patience": 10000,
+                                   "early_stop": 0.0, "schedule": "cosine"}},
+              "train": {"lr": 0.004, "weight_decay": 0.0}}
+    longer = cap_plan.recipe(record, 2)
+    assert longer == {"lr": 0.004, "weight_decay": 0.0, "steps": 20000, "budgets": [100, 10000, 20000],
+                      "target": 0.995, "patience": 20000, "schedule": "cosine"}  # warm-up: the recipe's, at 20000
+    record["params"]["train"]["patience"] = 500  # a plateau rule that can fire is the record's own
+    assert cap_plan.recipe(record, 3)["patience"] == 500 and cap_plan.recipe(record, 3)["steps"] == 30000
+
+
+def test_the_written_suite_retrains_each_named_cell_as_cap_py_pairs_it_and_covers_the_hand_written_check(
+        cap_plan, cap, tmp_path):
+    """On the committed architecture sweeps at the old cap, the tool plans every cell cap.toml retrained (written by
+    hand before the tool), with the same seed, rate and weight decay; cap.py pairs each planned run with its record
+    (it raises for any other)."""
+    records = [record for folder in SUITE_RECORDS for record in load_records(folder).records.values()]
+    written = tmp_path / "cap.toml"
+    written.write_text(cap_plan.suite(cap_plan.retrained(records), 2, "test"), encoding="utf-8")
+    planned = cap.cells(cap.plan(written), records, {})
+    by_hand = cap.cells(cap.plan(BUDGET / "cap.toml"), records, {})
+    def choices(cells):
+        return {(c.task, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.longer_cap) for c in cells}
+
+    assert choices(by_hand) <= choices(planned)
+    assert {c.longer_cap for c in planned} == {2 * c.cap for c in planned}
+
+
+def test_the_committed_single_layer_check_is_what_its_command_writes(cap_plan, capsys):
+    committed = (BUDGET / "cap-single.toml").read_text(encoding="utf-8")
+    command = shlex.split(committed.splitlines()[0].split("`")[1])
+    assert command[:2] == ["python", "benchmark/budget/cap_plan.py"]
+    args = [str(BUDGET.parents[1] / arg) if arg.startswith("benchmark/") else arg for arg in command[2:]]
+    assert cap_plan.main(args) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[1:] == committed.splitlines()[1:]  # the first line names the folders as given
+
+
+def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tmp_path):
+    def plan(*folders):
+        return subprocess.run([sys.executable, str(BUDGET / "cap_plan.py"), *map(str, folders)],
+                              capture_output=True, text=True)
+
+    absent, empty = plan(tmp_path / "absent"), plan(tmp_path)
+    assert absent.returncode == 2 and "no such records folder" in absent.stderr and absent.stdout == ""
+    assert empty.returncode == 2 and empty.stderr.startswith("cap_plan.py: no records in") and empty.stdout == ""
+    solved = next(BUDGET.parent.joinpath("republish", "records").glob("icl-markov__gru__*.json"))  # at its target
+    (tmp_path / solved.name).write_bytes(solved.read_bytes())
+    done = plan(tmp_path)
+    assert done.returncode == 1 and "nothing to retrain" in done.stderr and done.stdout == ""

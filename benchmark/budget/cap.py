@@ -60,13 +60,15 @@ def source_key(task: str, model: str, seed: int, params: Mapping[str, Any], lr: 
     return canonical_json([task, model, seed, params["task"], params["model"], train, lr, weight_decay])
 
 
-def _chosen(record: Mapping[str, Any]) -> str:
+def chosen_key(record: Mapping[str, Any]) -> str:
+    """The :func:`source_key` of a suite record: what a cap run that retrains its choice shares with it."""
     train = record["train"]
     return source_key(record["task"], record["model"], record["seed"], record["params"],
                       train["lr"], train.get("weight_decay", 0.0))
 
 
-def _planned(params: Mapping[str, Any], task: str, model: str, seed: int) -> str:
+def planned_key(params: Mapping[str, Any], task: str, model: str, seed: int) -> str:
+    """The :func:`source_key` of a cap run (its sweep narrowed to one candidate): the suite record it retrains."""
     train = params["train"]
     (lr,) = train.get("lr_grid") or [train["lr"]]
     (weight_decay,) = train.get("wd_grid") or [train.get("weight_decay", 0.0)]
@@ -84,10 +86,10 @@ def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite
     """Each planned run with the suite record it retrains and its own record where it has one (by config hash).
 
     Raises ValueError for a planned run that retrains no suite record: a choice the suite did not make."""
-    sources = {_chosen(r): r for r in suite_records if r.get("status") == "ok" and r.get("train", {}).get("steps")}
+    sources = {chosen_key(r): r for r in suite_records if r.get("status") == "ok" and r.get("train", {}).get("steps")}
     found = []
     for config_hash, task, model, seed, params in planned:
-        source = sources.get(_planned(params, task, model, seed))
+        source = sources.get(planned_key(params, task, model, seed))
         if source is None:
             raise ValueError(f"{task} x {model} seed {seed}: no suite record chose this run's rate and weight decay "
                              "with the same task, model and protocol")

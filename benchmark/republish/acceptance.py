@@ -7,9 +7,9 @@ RECORDS are the `tokbench` section's folders (``benchmark/republish/records`` wh
 SCALE_RECORDS the GPU-scale section's, where the larger sizes may live instead. It prints one row per requirement with what the records show, and exits 1 if any does not hold, so the
 republish can be judged on its records before they replace the published ones. Three rows read beyond the records:
 the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
-and its test, ``tests/test_budget_stopping.py``), the cap check (``benchmark/budget/cap.py``'s cells under
-``cap.toml``'s plan, each a record of the section retrained with twice the steps; the issue does not ask for it,
-the project's rule that a published run is past its plateau does) and the README, which must state the section's
+and its test, ``tests/test_budget_stopping.py``), the cap check (every cell the page names still learning at the
+cap, retrained with twice the steps in ``benchmark/budget/cap-records``, as ``cap_plan.py`` plans and ``cap.py``
+pairs them; the issue does not ask for it, the project's rule that a published run is past its plateau does) and the README, which must state the section's
 cost as the leaderboard computes it (core-hours: each run's wall-clock seconds times its threads, to one decimal).
 
 A trained record is an ok record whose pairing has a recipe (``params.train`` is not empty: baselines and the oracle
@@ -169,19 +169,24 @@ def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
 
 
 def check_cap(section: Sequence[Record], folder: Path = STOPPING / "cap-records") -> Check:
-    """The cap check (``benchmark/budget/cap.toml``): every cell it plans retrained at twice the cap, and 95% of them
-    within 0.01 of the suite's record (the stopping check's bar), as its tool pairs them."""
-    cap = _budget_tool("cap")
+    """The cap check: every cell the section's page names "still learning at the cap" has its run retrained with
+    twice the steps in ``folder`` (``benchmark/budget/cap_plan.py`` writes the suite of those runs; ``cap.py`` pairs
+    a run with the record whose choice it retrains), and 95% of them end within 0.01 of it (the stopping check's
+    bar). A section with no such cell holds."""
+    cap, cap_plan = _budget_tool("cap"), _budget_tool("cap_plan")
     share, tolerance = STOPPING_BAR[1:]
-    requirement = f"a cap check: the cells still learning at the cap retrained with twice the steps, {share:.0%} " \
+    requirement = f"a cap check: every cell still learning at the cap retrained with twice the steps, {share:.0%} " \
                   f"within {tolerance:g}"
-    try:
-        found = cap.cells(cap.plan(STOPPING / "cap.toml"), section, load_records(folder).records)
-    except ValueError as exc:  # a check of another protocol's records (the caps it raised, say)
-        return Check(requirement, False, f"cap.toml retrains records the section does not hold: {exc}")
-    cells, trained, within = cap.summary(found, tolerance)[:3]
-    return Check(requirement, cells > 0 and trained == cells and within >= share * cells,
-                 f"{trained} of {cells} cells retrained, {within} within {tolerance:g}")
+    needed = cap_plan.retrained(section) if section else []
+    runs = {cap.planned_key(run["params"], run["task"], run["model"], run["seed"]): run
+            for run in load_records(folder).records.values() if run.get("status") == "ok"}
+    pairs = [(record, runs.get(cap.chosen_key(record))) for record in needed]
+    gains = [longer["metrics"]["accuracy"] - record["metrics"]["accuracy"] for record, longer in pairs if longer]
+    within = sum(round(abs(gain), 9) <= tolerance for gain in gains)  # accuracies are counts: round before comparing
+    missing = sorted({f"{record['task']} x {record['model']}" for record, longer in pairs if longer is None})
+    return Check(requirement, len(gains) == len(needed) and within >= share * len(needed),
+                 f"{len(gains)} of {len(needed)} cells retrained, {within} within {tolerance:g}"
+                 + (f"; not retrained: {', '.join(missing)}" if missing else ""))
 
 
 def check_cost(records: Sequence[Record], readme: Path = ROOT / "README.md") -> Check:

@@ -74,7 +74,7 @@ def test_the_command_prints_both_tables_for_an_empty_folder(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args", [[BUDGET / "sweep-records"],  # the single layers'; the architectures': the
-                                  [BUDGET.parent / "republish" / "records", BUDGET / "pruning-records",  # check's
+                                  [BUDGET.parent / "republish" / "records", BUDGET / "retired-records",  # check's
                                    BUDGET / "edges-records",  # sweeps
                                    "--suite", BUDGET / "pruning.toml", BUDGET / "edges.toml"]])
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_checks(args):

@@ -154,7 +154,7 @@ def test_the_cap_check_reads_its_committed_runs_as_its_tool_pairs_them(tmp_path)
     committed records (the republish's and the sweeps whose caps the check raised) the row counts the cells
     cap_plan.py names with a cap run of the same task, model, parameters, seed, rate and weight decay at twice the
     steps (matched here without cap.py); without cap runs none is retrained and it fails."""
-    section = [record for folder in (BENCHMARK / "republish" / "records", BENCHMARK / "budget" / "pruning-records")
+    section = [record for folder in (BENCHMARK / "republish" / "records", BENCHMARK / "budget" / "retired-records")
                for record in load_records(folder).records.values()]
     needed = load_script(BENCHMARK / "budget" / "cap_plan.py").retrained(section)
     runs = list(load_records(BENCHMARK / "budget" / "cap-records").records.values())

@@ -39,6 +39,7 @@ class Cell:
     """One retrained cell: the suite's run at its cap and, once trained, the same run with twice the steps."""
 
     task: str
+    rung: str  # the suite record's setting on its task's ladder ("k=16"), empty off a ladder
     model: str
     seed: int
     lr: float
@@ -87,17 +88,21 @@ def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite
 
     Raises ValueError for a planned run that retrains no suite record: a choice the suite did not make."""
     sources = {chosen_key(r): r for r in suite_records if r.get("status") == "ok" and r.get("train", {}).get("steps")}
-    found = []
+    found, order = [], []
     for config_hash, task, model, seed, params in planned:
         source = sources.get(planned_key(params, task, model, seed))
         if source is None:
             raise ValueError(f"{task} x {model} seed {seed}: no suite record chose this run's rate and weight decay "
                              "with the same task, model and protocol")
         longer = longer_records.get(config_hash)
-        found.append(Cell(task, model, seed, source["train"]["lr"], source["train"].get("weight_decay", 0.0),
+        ladder = source.get("ladder") or {}
+        rung = ",".join(f"{k}={v}" for k, v in ladder.get("axes", {}).items())
+        order.append(ladder.get("rung", -1))
+        found.append(Cell(task, rung, model, seed, source["train"]["lr"], source["train"].get("weight_decay", 0.0),
                           source["train"]["steps"], source["metrics"]["accuracy"], params["train"]["steps"],
                           None if longer is None else longer["metrics"]["accuracy"]))
-    return sorted(found, key=lambda c: (c.task, c.model, c.seed))
+    ranked = sorted(zip(found, order), key=lambda pair: (pair[0].task, pair[0].model, pair[1], pair[0].seed))
+    return [cell for cell, _ in ranked]  # a ladder's rungs in its order, not by their text
 
 
 def summary(found: Sequence[Cell], tolerance: float) -> list[Any]:
@@ -126,11 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     fmt = "github" if args.markdown else "simple"
     # a column of numbers and "pending" is text to tabulate: its numbers are formatted here
-    print(tabulate([[c.task, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.accuracy, c.longer_cap,
+    print(tabulate([[c.task, c.rung, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.accuracy, c.longer_cap,
                      "pending" if c.longer is None else f"{c.longer:.3f}", "" if c.gain is None else f"{c.gain:+.3f}"]
                     for c in found],
-                   headers=["task", "model", "seed", "lr", "weight decay", "cap", "test", "longer cap", "test",
-                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "g", "g", "", ".3f"), disable_numparse=[8, 9]))
+                   headers=["task", "rung", "model", "seed", "lr", "weight decay", "cap", "test", "longer cap", "test",
+                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "", "g", "g", "", ".3f"),
+                   disable_numparse=[1, 9, 10]))
     print()
     print(tabulate([summary(found, args.tolerance)],
                    headers=["cells", "trained", f"within {args.tolerance:g}", "share", "largest gain"],

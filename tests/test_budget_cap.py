@@ -75,6 +75,27 @@ def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committ
     assert printed.strip() and printed.strip() in readme
 
 
+def _run(steps: int, accuracy: float) -> dict:
+    params = _params(steps, [0.00025], [0.0])
+    return {"status": "ok", "task": "mqar", "model": "gla", "seed": 0, "params": params,
+            "metrics": {"accuracy": accuracy}, "train": {"steps": steps, "lr": 0.00025, "weight_decay": 0.0}}
+
+
+def test_a_run_pairs_with_its_choice_at_the_nearest_other_cap_never_at_its_own(cap):
+    """A record and a run at the same cap are two runs of one protocol; a run retrains the record at the longest cap
+    below its own, and a record is retrained by the run at the shortest cap above its own."""
+    old = _suite_record(0.00025, 0.0, 0.40)  # 10000 steps
+    new = {**_suite_record(0.00025, 0.0, 0.42), "params": _params(20000, [0.00025, 0.001, 0.004], [0.0, 0.1])}
+    twice, four_times = _run(20000, 0.42), _run(40000, 0.43)
+    assert [(c.cap, c.longer_cap, c.longer) for c in cap.paired([old, new], [four_times, twice])] == \
+        [(10000, 20000, 0.42), (20000, 40000, 0.43)]
+    assert [c.longer for c in cap.paired([new], [twice])] == [None]  # its own cap: not a longer run
+    planned = [("h2", "mqar", "gla", 0, four_times["params"]), ("h1", "mqar", "gla", 0, twice["params"])]
+    assert [(c.cap, c.longer_cap) for c in cap.cells(planned, [new, old], {})] == [(20000, 40000), (10000, 20000)]
+    with pytest.raises(ValueError, match="at a shorter cap"):
+        cap.cells([("h1", "mqar", "gla", 0, twice["params"])], [new], {})
+
+
 # ---- cap_plan.py: the cap check's suite, written from the cells a page names still learning at the cap ---------
 
 @pytest.fixture(scope="module")

@@ -487,6 +487,7 @@ def _capped(records: list[dict], cap: int) -> list[dict]:
     for rec in records:
         rec["params"]["train"].update(steps=cap, budgets=[100, cap])
         rec["train"]["max_steps"] = cap
+        rec.setdefault("meta", {})["recipe"] = f"adam, at most {cap} steps"
     return records
 
 
@@ -499,10 +500,11 @@ def test_a_model_trained_to_different_caps_on_different_families_is_one_row_and_
     board = build(short + long)
     (row,) = board.rows
     assert row.label == "gru" and "steps" not in row.train  # no one cap to state
+    assert row.recipe == "adam, at most 6000 steps (majority); adam, at most 3000 steps (mqar)"  # each with its tasks
     budget = build_report(sections(short + long)[0]).budget
-    assert "at most 3,000 to 6,000 optimiser steps per run (the cap is the recipe's and the family's);" in budget
+    assert "at most 3,000 to 6,000 optimiser steps per run (the cap differs by recipe or task);" in budget
     (alone,) = build(short).rows
-    assert alone.train["steps"] == 3000  # a row trained under one budget states it
+    assert alone.train["steps"] == 3000 and alone.recipe == "adam, at most 3000 steps"  # one budget: stated
 
 
 def test_one_column_never_mixes_two_budgets_of_a_model_in_one_cell():

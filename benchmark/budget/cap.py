@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,27 +83,57 @@ def plan(suite: Path) -> list[tuple[str, str, str, int, Mapping[str, Any]]]:
             for p in planned_pairings(suite)]
 
 
+def _cap(record: Mapping[str, Any]) -> int:
+    return record["params"]["train"]["steps"]
+
+
+def _cell(source: Mapping[str, Any], longer_cap: int, longer: Mapping[str, Any] | None) -> Cell:
+    axes = (source.get("ladder") or {}).get("axes", {})
+    train = source["train"]
+    return Cell(source["task"], ",".join(f"{k}={v}" for k, v in axes.items()), source["model"], source["seed"],
+                train["lr"], train.get("weight_decay", 0.0), _cap(source), source["metrics"]["accuracy"], longer_cap,
+                None if longer is None else longer["metrics"]["accuracy"])
+
+
+def _ok(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in records if r.get("status") == "ok" and r.get("params", {}).get("train", {}).get("steps")]
+
+
 def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite_records: Iterable[Mapping[str, Any]],
           longer_records: Mapping[str, Mapping[str, Any]]) -> list[Cell]:
-    """Each planned run with the suite record it retrains and its own record where it has one (by config hash).
+    """Each planned run with the suite record it retrains and its own record where it has one (by config hash),
+    sorted by task, model, rung (in its ladder's order) and seed. A run retrains the record of its choice whose cap
+    is the longest below its own (a record at the same cap is another run of the protocol, not a shorter one).
 
     Raises ValueError for a planned run that retrains no suite record: a choice the suite did not make."""
-    sources = {chosen_key(r): r for r in suite_records if r.get("status") == "ok" and r.get("train", {}).get("steps")}
-    found, order = [], []
+    sources: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in _ok(suite_records):
+        sources[chosen_key(record)].append(record)
+    found = []
     for config_hash, task, model, seed, params in planned:
-        source = sources.get(planned_key(params, task, model, seed))
+        steps = params["train"]["steps"]
+        source = max((r for r in sources[planned_key(params, task, model, seed)] if _cap(r) < steps), key=_cap,
+                     default=None)
         if source is None:
             raise ValueError(f"{task} x {model} seed {seed}: no suite record chose this run's rate and weight decay "
-                             "with the same task, model and protocol")
-        longer = longer_records.get(config_hash)
-        ladder = source.get("ladder") or {}
-        rung = ",".join(f"{k}={v}" for k, v in ladder.get("axes", {}).items())
-        order.append(ladder.get("rung", -1))
-        found.append(Cell(task, rung, model, seed, source["train"]["lr"], source["train"].get("weight_decay", 0.0),
-                          source["train"]["steps"], source["metrics"]["accuracy"], params["train"]["steps"],
-                          None if longer is None else longer["metrics"]["accuracy"]))
-    ranked = sorted(zip(found, order), key=lambda pair: (pair[0].task, pair[0].model, pair[1], pair[0].seed))
-    return [cell for cell, _ in ranked]  # a ladder's rungs in its order, not by their text
+                             "with the same task, model and protocol at a shorter cap")
+        found.append((source, _cell(source, steps, longer_records.get(config_hash))))
+    ranked = sorted(found, key=lambda pair: (pair[1].task, pair[1].model, (pair[0].get("ladder") or {}).get("rung", -1),
+                                             pair[1].seed))
+    return [cell for _, cell in ranked]  # a ladder's rungs in its order, not by their text
+
+
+def paired(records: Iterable[Mapping[str, Any]], runs: Iterable[Mapping[str, Any]]) -> list[Cell]:
+    """Each suite record with the run of ``runs`` that retrains its choice at the shortest cap above its own (the
+    cell's ``longer`` is None where none does), in the order of ``records``."""
+    longer: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for run in _ok(runs):
+        longer[planned_key(run["params"], run["task"], run["model"], run["seed"])].append(run)
+    found = []
+    for record in records:
+        run = min((r for r in longer[chosen_key(record)] if _cap(r) > _cap(record)), key=_cap, default=None)
+        found.append(_cell(record, 0 if run is None else _cap(run), run))
+    return found
 
 
 def summary(found: Sequence[Cell], tolerance: float) -> list[Any]:

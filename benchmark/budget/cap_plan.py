@@ -1,6 +1,7 @@
 """Write the cap check's suite for the cells a section's page names "still learning at the cap".
 
-    python benchmark/budget/cap_plan.py RECORDS [RECORDS ...] [--model PATTERN ...] [--factor 2] > SUITE.toml
+    python benchmark/budget/cap_plan.py RECORDS [RECORDS ...] [--model PATTERN ...] [--factor 2]
+                                        [--skip-retrained CAP_RECORDS] > SUITE.toml
 
 The leaderboard names a trained cell "still learning at the cap" where a run of it stopped at its step cap and
 the cell's mean test accuracy rose by more than 0.02 over the last budget (``budgets.still_rising``); its score may
@@ -10,7 +11,8 @@ seed's sweep chose (its learning rate and weight decay, one candidate) and every
 which is ``--factor`` times longer, with the schedule's warm-up left to the recipe (it is sized to the cap), the
 budgets extended to the new cap and a plateau rule that could not fire (patience at least the cap) kept so.
 The same seed gives the same initialisation and batches, and ``cap.py`` pairs each run with the record it
-retrains. One ``[[grid]]`` block per cell, each stating the record's task and model parameters in full, so the
+retrains. With ``--skip-retrained`` a cell whose run a folder of cap runs already holds (at any longer cap, as
+``cap.paired`` pairs them) is left out, so a later round trains only what is new. One ``[[grid]]`` block per cell, each stating the record's task and model parameters in full, so the
 suite reproduces the cell whatever the defaults of a later version are.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cap import paired
 from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.budgets import still_rising
 from tokbench.results import load_records
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", nargs="+", default=("*",), metavar="PATTERN",
                         help="only cells of these models (glob patterns, e.g. 'attn-*'; default: every model)")
     parser.add_argument("--factor", type=int, default=2, help="the cap run's steps over the record's (default 2)")
+    parser.add_argument("--skip-retrained", type=Path, metavar="CAP_RECORDS",
+                        help="leave out the cells a run in this folder already retrains")
     args = parser.parse_args(argv)
     if args.factor < 2:
         parser.error(f"--factor must be 2 or more, not {args.factor}")
@@ -106,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cap_plan.py: no records in {' '.join(map(str, args.records))}", file=sys.stderr)
         return 2
     found = retrained(records, args.model)
+    if args.skip_retrained:
+        runs = load_records(args.skip_retrained).records.values()
+        found = [record for record, cell in zip(found, paired(found, runs)) if cell.longer is None]
     if not found:
         print("cap_plan.py: no cell is still learning at the cap; nothing to retrain", file=sys.stderr)
         return 1

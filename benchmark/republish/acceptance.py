@@ -169,23 +169,19 @@ def check_stopping(folder: Path = STOPPING / "stopping-records") -> Check:
 
 
 def check_cap(section: Sequence[Record], folder: Path = STOPPING / "cap-records") -> Check:
-    """The cap check: every cell the section's page names "still learning at the cap" has its run retrained with
-    twice the steps in ``folder`` (``benchmark/budget/cap_plan.py`` writes the suite of those runs; ``cap.py`` pairs
-    a run with the record whose choice it retrains), and 95% of them end within 0.01 of it (the stopping check's
-    bar). A section with no such cell holds."""
+    """The cap check: every cell the section's page names "still learning at the cap" has its run retrained at a
+    longer cap in ``folder`` (``benchmark/budget/cap_plan.py`` writes the suite of those runs, twice the steps;
+    ``cap.paired`` pairs each with the run of its choice at the shortest longer cap), and 95% of them end within
+    0.01 of it (the stopping check's bar). A section with no such cell holds."""
     cap, cap_plan = _budget_tool("cap"), _budget_tool("cap_plan")
     share, tolerance = STOPPING_BAR[1:]
     requirement = f"a cap check: every cell still learning at the cap retrained with twice the steps, {share:.0%} " \
                   f"within {tolerance:g}"
-    needed = cap_plan.retrained(section) if section else []
-    runs = {cap.planned_key(run["params"], run["task"], run["model"], run["seed"]): run
-            for run in load_records(folder).records.values() if run.get("status") == "ok"}
-    pairs = [(record, runs.get(cap.chosen_key(record))) for record in needed]
-    gains = [longer["metrics"]["accuracy"] - record["metrics"]["accuracy"] for record, longer in pairs if longer]
-    within = sum(round(abs(gain), 9) <= tolerance for gain in gains)  # accuracies are counts: round before comparing
-    missing = sorted({f"{record['task']} x {record['model']}" for record, longer in pairs if longer is None})
-    return Check(requirement, len(gains) == len(needed) and within >= share * len(needed),
-                 f"{len(gains)} of {len(needed)} cells retrained, {within} within {tolerance:g}"
+    found = cap.paired(cap_plan.retrained(section) if section else [], load_records(folder).records.values())
+    cells, trained, within = cap.summary(found, tolerance)[:3]
+    missing = [f"{c.task}{f' {c.rung}' if c.rung else ''} x {c.model}" for c in found if c.longer is None]
+    return Check(requirement, trained == cells and within >= share * cells,
+                 f"{trained} of {cells} cells retrained, {within} within {tolerance:g}"
                  + (f"; not retrained: {', '.join(missing)}" if missing else ""))
 
 

@@ -390,6 +390,7 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     column_keys = [_column_key(rec, protocol) for rec, protocol in zip(records, protocols)]
     apart = _budget_apart(records, column_keys)
     recipes: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)  # each row's recipes, budget included
+    described: dict[str, dict[str, set[str]]] = defaultdict(dict)  # each row's recipe texts, with their tasks
     for rec, protocol, key in zip(records, protocols, column_keys):
         meta = rec.get("meta") or {}
         defaults = meta.get("defaults") or {}
@@ -403,6 +404,7 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         row_key = _row_key(rec, budget)
         recipe = _model_recipe(rec)
         recipes[row_key][canonical(recipe)] = recipe
+        described[row_key].setdefault(meta.get("recipe", ""), set()).add(rec["task"])
         row = rows.setdefault(row_key, Row(
             row_key, rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec, budget),
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),
@@ -415,6 +417,8 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
     for row in rows.values():  # a row trained under one budget states it, as its records do
         if len(recipes[row.key]) == 1:
             (row.train,) = recipes[row.key].values()
+        if len(described[row.key]) > 1:  # a cap or a stop rule set per task: each text with the tasks it ran
+            row.recipe = "; ".join(f"{text} ({', '.join(sorted(tasks))})" for text, tasks in described[row.key].items())
 
     weight: Counter[str] = Counter()
     for (col_key, row_key), cell in cells.items():

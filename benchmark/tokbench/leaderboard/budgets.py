@@ -143,7 +143,7 @@ def budget_text(board: Leaderboard) -> str:
         return "No model in this section trains (0 steps)."
     caps = sorted({_cap(rec) for rec in trained})
     cap = f"{caps[0]:,} optimiser steps per run" if len(caps) == 1 else \
-        f"{caps[0]:,} to {caps[-1]:,} optimiser steps per run (the cap is the recipe's and the family's)"
+        f"{caps[0]:,} to {caps[-1]:,} optimiser steps per run (the cap differs by recipe or task)"
     reasons = Counter(rec["train"].get("stopped_because") for rec in trained)
     steps = [rec["train"]["steps"] for rec in trained if isinstance(rec["train"].get("steps"), int)]
     if set(reasons) == {None}:

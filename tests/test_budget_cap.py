@@ -158,3 +158,19 @@ def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tm
     (tmp_path / solved.name).write_bytes(solved.read_bytes())
     done = plan(tmp_path)
     assert done.returncode == 1 and "nothing to retrain" in done.stderr and done.stdout == ""
+
+
+@pytest.mark.parametrize("suite", ["cap.toml", "cap-single.toml"])
+def test_the_suite_trains_every_family_where_its_cells_gained_to_at_least_the_longer_cap(cap, suite):
+    """The caps by family follow from the check: where a retrained cell of a family gained more than 0.01, the
+    tokbench suite trains that model's block on that family to at least the longer cap; where every cell held, the
+    cap the check tested is kept (raising it there would cost without evidence)."""
+    records = [record for folder in SUITE_RECORDS for record in load_records(folder).records.values()]
+    found = cap.cells(cap.plan(BUDGET / suite), records, load_records(BUDGET / "cap-records").records)
+    caps = {(p.task_spec.name, p.model_spec.name): p.variant.params["train"]["steps"]
+            for p in load_script(BUDGET / "stopping.py").planned_pairings(Path("tokbench"))
+            if p.variant.params["train"]}  # baselines train nothing
+    gained = {c.task for c in found if round(c.gain, 9) > 0.01}
+    assert gained and all(c.gain is not None for c in found)
+    for c in found:
+        assert caps[c.task, c.model] == (c.longer_cap if c.task in gained else c.cap), (c.task, c.model)

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-SECTIONS = ("walks", "scc", "grid", "plan", "single", "models", "families", "stack", "cells", "firstlook")
+SECTIONS = ("walks", "scc", "grid", "plan", "single", "models", "families", "stack", "cells", "cpucompile", "firstlook")
 
 
 def main() -> int:

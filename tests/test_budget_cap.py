@@ -161,7 +161,7 @@ def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tm
 
 
 @pytest.mark.parametrize("suite", ["cap.toml", "cap-single.toml"])
-def test_the_suite_trains_every_family_where_its_cells_gained_to_at_least_the_longer_cap(cap, suite):
+def test_the_suite_trains_every_family_where_its_cells_gained_to_the_longer_cap(cap, suite):
     """The caps by family follow from the check: where a retrained cell of a family gained more than 0.01, the
     tokbench suite trains that model's block on that family to at least the longer cap; where every cell held, the
     cap the check tested is kept (raising it there would cost without evidence)."""
@@ -174,3 +174,18 @@ def test_the_suite_trains_every_family_where_its_cells_gained_to_at_least_the_lo
     assert gained and all(c.gain is not None for c in found)
     for c in found:
         assert caps[c.task, c.model] == (c.longer_cap if c.task in gained else c.cap), (c.task, c.model)
+
+
+def test_skip_retrained_leaves_out_the_cells_a_folder_of_cap_runs_retrains_and_refuses_a_missing_folder(tmp_path):
+    def plan(*args):
+        return subprocess.run([sys.executable, str(BUDGET / "cap_plan.py"), *map(str, SUITE_RECORDS), *args],
+                              capture_output=True, text=True)
+
+    every, skipped = plan(), plan("--skip-retrained", BUDGET / "cap-records")
+    left = skipped.stdout.split("[[grid]]")[1:]
+    assert every.returncode == 0 and every.stdout.count("[[grid]]") > len(left)
+    assert all(block in every.stdout for block in left)  # what is left is what the plain plan writes
+    sweeps = plan("--skip-retrained", SUITE_RECORDS[0])  # full sweeps, not cap runs: they retrain nothing
+    assert sweeps.returncode == 0 and sweeps.stdout.split("\n", 1)[1] == every.stdout.split("\n", 1)[1]
+    missing = plan("--skip-retrained", tmp_path / "absent")
+    assert missing.returncode == 2 and "no such records folder" in missing.stderr and missing.stdout == ""

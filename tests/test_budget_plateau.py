@@ -48,3 +48,18 @@ def test_the_family_table_in_the_budget_readme_is_what_the_tool_prints_on_the_co
     printed = subprocess.run([sys.executable, str(TOOL), str(root / "leaderboard" / "records" / "tokbench"),
                               "--families", "--markdown"], capture_output=True, text=True, check=True).stdout
     assert printed.strip() and printed.strip() in (TOOL.parent / "README.md").read_text()
+
+
+def test_each_cell_is_read_at_its_own_budgets_where_families_train_to_different_caps(plateau_tool, tmp_path):
+    """The tokbench suite's majority (cap 10000) beside its selective copying (cap 20000): majority's cell ends at
+    its own cap, where its rise from 3000 is read, not at the other's 20000 with its final accuracy carried there."""
+    records = BUDGET.parent / "republish" / "records"
+    for pattern in ("majority__gru__*.json", "selective-copy__gru__*.json"):
+        source = sorted(records.glob(pattern))[0]
+        (tmp_path / source.name).write_bytes(source.read_bytes())
+    table, stops = plateau_tool.curves(tmp_path)
+    steps = {cell[0]: sorted(per_step) for cell, per_step in table.items()}
+    assert steps == {"majority": [100, 300, 1000, 3000, 10000], "selective-copy": [100, 300, 1000, 3000, 10000, 20000]}
+    header, body = plateau_tool.rows(table, stops, 0.02)
+    majority = next(row for row in body if row[0] == "majority")
+    assert majority[-1] == "yes" and majority[header.index("acc@20000")] == ""  # rising at its cap (0.864 -> 0.900)

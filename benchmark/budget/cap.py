@@ -37,7 +37,7 @@ CAP_KEYS = ("steps", "warmup_steps", "budgets", "patience", "lr", "lr_grid", "we
 
 @dataclass(frozen=True)
 class Cell:
-    """One retrained cell: the suite's run at its cap and, once trained, the same run with twice the steps."""
+    """One retrained cell: the suite's run at its cap and, once trained, the same run at a longer cap."""
 
     task: str
     rung: str  # the suite record's setting on its task's ladder ("k=16"), empty off a ladder
@@ -47,7 +47,7 @@ class Cell:
     weight_decay: float
     cap: int
     accuracy: float
-    longer_cap: int
+    longer_cap: int | None  # None: no run (paired() found none)
     longer: float | None  # None: not trained yet
 
     @property
@@ -87,7 +87,7 @@ def _cap(record: Mapping[str, Any]) -> int:
     return record["params"]["train"]["steps"]
 
 
-def _cell(source: Mapping[str, Any], longer_cap: int, longer: Mapping[str, Any] | None) -> Cell:
+def _cell(source: Mapping[str, Any], longer_cap: int | None, longer: Mapping[str, Any] | None) -> Cell:
     axes = (source.get("ladder") or {}).get("axes", {})
     train = source["train"]
     return Cell(source["task"], ",".join(f"{k}={v}" for k, v in axes.items()), source["model"], source["seed"],
@@ -97,6 +97,12 @@ def _cell(source: Mapping[str, Any], longer_cap: int, longer: Mapping[str, Any] 
 
 def _ok(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("status") == "ok" and r.get("params", {}).get("train", {}).get("steps")]
+
+
+def _one_candidate(run: Mapping[str, Any]) -> bool:
+    """A cap run trains one candidate (a sweep's records are suite records, not cap runs)."""
+    train = run["params"]["train"]
+    return len(train.get("lr_grid") or [0]) == 1 and len(train.get("wd_grid") or [0]) == 1
 
 
 def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite_records: Iterable[Mapping[str, Any]],
@@ -124,15 +130,16 @@ def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite
 
 
 def paired(records: Iterable[Mapping[str, Any]], runs: Iterable[Mapping[str, Any]]) -> list[Cell]:
-    """Each suite record with the run of ``runs`` that retrains its choice at the shortest cap above its own (the
-    cell's ``longer`` is None where none does), in the order of ``records``."""
+    """Each suite record (ok, with a cap) with the run of ``runs`` that retrains its choice at the shortest cap above
+    its own (the cell's ``longer`` is None where none does), in the order of ``records``. A tie between two runs or
+    two records at one cap goes to the first."""
     longer: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for run in _ok(runs):
+    for run in filter(_one_candidate, _ok(runs)):
         longer[planned_key(run["params"], run["task"], run["model"], run["seed"])].append(run)
     found = []
-    for record in records:
+    for record in _ok(records):
         run = min((r for r in longer[chosen_key(record)] if _cap(r) > _cap(record)), key=_cap, default=None)
-        found.append(_cell(record, 0 if run is None else _cap(run), run))
+        found.append(_cell(record, None if run is None else _cap(run), run))
     return found
 
 

@@ -12,8 +12,9 @@ which is ``--factor`` times longer, with the schedule's warm-up left to the reci
 budgets extended to the new cap and a plateau rule that could not fire (patience at least the cap) kept so.
 The same seed gives the same initialisation and batches, and ``cap.py`` pairs each run with the record it
 retrains. With ``--skip-retrained`` a cell whose run a folder of cap runs already holds (at any longer cap, as
-``cap.paired`` pairs them) is left out, so a later round trains only what is new. One ``[[grid]]`` block per cell, each stating the record's task and model parameters in full, so the
-suite reproduces the cell whatever the defaults of a later version are.
+``cap.paired`` pairs them) is left out, so a later round trains only what is new. One ``[[grid]]`` block per
+cell, each stating the record's task and model parameters in full, so the suite reproduces the cell whatever the
+defaults of a later version are.
 """
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.factor < 2:
         parser.error(f"--factor must be 2 or more, not {args.factor}")
-    for folder in args.records:
+    for folder in [*args.records, *([args.skip_retrained] if args.skip_retrained else [])]:
         if not folder.is_dir():
             parser.error(f"no such records folder: {folder}")
     records = [record for folder in args.records for record in load_records(folder).records.values()]

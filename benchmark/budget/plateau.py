@@ -38,15 +38,15 @@ def curves(folder: Path) -> tuple[dict[Cell, dict[int, list[float]]], dict[Cell,
     """
     by_cell: dict[Cell, list[list[dict]]] = defaultdict(list)
     stops: dict[Cell, list[str | None]] = defaultdict(list)
-    budgets: set[int] = set()
+    budgets: dict[Cell, set[int]] = defaultdict(set)  # each cell's own: families may train to different caps
     for record in load_records(folder).records.values():
         if record.get("status") == "ok" and record.get("budget_curve"):
             rung = ",".join(f"{axis}={value}" for axis, value in record.get("ladder", {}).get("axes", {}).items())
             cell = record["task"], str(rung), record["model"]
             by_cell[cell].append(record["budget_curve"])
             stops[cell].append(record["train"].get("stopped_because"))
-            budgets |= set(record["params"]["train"].get("budgets", Recipe().budgets))
-    table = {cell: {step: [_accuracy_at(run, step) for run in runs] for step in sorted(budgets)}
+            budgets[cell] |= set(record["params"]["train"].get("budgets", Recipe().budgets))
+    table = {cell: {step: [_accuracy_at(run, step) for run in runs] for step in sorted(budgets[cell])}
              for cell, runs in by_cell.items()}
     return table, stops
 
@@ -78,7 +78,8 @@ def rows(table: dict[Cell, dict[int, list[float]]], stops: dict[Cell, list[str |
         first, rising = plateau(means, tolerance, why)
         seeds = len(next(iter(per_step.values())))
         solved = all(reason == "target" for reason in why)  # every seed reached the optimum: nothing left to learn
-        body.append([task, rung, model, seeds, *[f"{means[step]:.3f}" for step in steps], first,
+        body.append([task, rung, model, seeds, *[f"{means[step]:.3f}" if step in means else "" for step in steps],
+                     first,
                      "yes" if solved else "", "yes" if rising else ""])
     return header, body
 

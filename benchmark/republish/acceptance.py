@@ -175,7 +175,7 @@ def check_cap(section: Sequence[Record], folder: Path = STOPPING / "cap-records"
     0.01 of it (the stopping check's bar). A section with no such cell holds."""
     cap, cap_plan = _budget_tool("cap"), _budget_tool("cap_plan")
     share, tolerance = STOPPING_BAR[1:]
-    requirement = f"a cap check: every cell still learning at the cap retrained with twice the steps, {share:.0%} " \
+    requirement = f"a cap check: every cell still learning at the cap retrained at a longer cap, {share:.0%} " \
                   f"within {tolerance:g}"
     found = cap.paired(cap_plan.retrained(section) if section else [], load_records(folder).records.values())
     cells, trained, within = cap.summary(found, tolerance)[:3]

@@ -404,7 +404,8 @@ def build(records: Iterable[dict[str, Any]]) -> Leaderboard:
         row_key = _row_key(rec, budget)
         recipe = _model_recipe(rec)
         recipes[row_key][canonical(recipe)] = recipe
-        described[row_key].setdefault(meta.get("recipe", ""), set()).add(rec["task"])
+        if meta.get("recipe"):
+            described[row_key].setdefault(meta["recipe"], set()).add(rec["task"])
         row = rows.setdefault(row_key, Row(
             row_key, rec["model"], rec["model_version"], rec["params"]["model"], _model_recipe(rec, budget),
             meta.get("model_description", ""), meta.get("model_citation", ""), meta.get("recipe", ""),

@@ -189,3 +189,14 @@ def test_skip_retrained_leaves_out_the_cells_a_folder_of_cap_runs_retrains_and_r
     assert sweeps.returncode == 0 and sweeps.stdout.split("\n", 1)[1] == every.stdout.split("\n", 1)[1]
     missing = plan("--skip-retrained", tmp_path / "absent")
     assert missing.returncode == 2 and "no such records folder" in missing.stderr and missing.stdout == ""
+
+
+def test_a_run_on_another_kind_of_device_is_not_a_pair_and_the_plan_can_keep_to_one_kind(cap, cap_plan):
+    """As in the stopping check, a GPU's kernels and a CPU's round differently: a pair across them measures both."""
+    record = _suite_record(0.00025, 0.0, 0.40)
+    on_gpu = {**_run(20000, 0.42), "provenance": {"device": "cuda (NVIDIA H100 80GB HBM3)"}}
+    assert [c.longer for c in cap.paired([record], [on_gpu])] == [None]
+    assert [c.longer for c in cap.paired([record], [_run(20000, 0.42)])] == [0.42]  # both without a device: a pair
+    records = [r for folder in SUITE_RECORDS for r in load_records(folder).records.values()]
+    assert cap_plan.retrained(records, device="cpu") == cap_plan.retrained(records)  # every run so far: CPU
+    assert cap_plan.retrained(records, device="cuda") == []

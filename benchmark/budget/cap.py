@@ -27,7 +27,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from stopping import planned_pairings
+from stopping import device_kind, planned_pairings
 from tokbench.results import canonical_json, load_records
 
 #: the recipe keys a cap run changes: the cap, the schedule's warm-up (a share of the cap), its budgets, its plateau
@@ -123,7 +123,10 @@ def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite
         if source is None:
             raise ValueError(f"{task} x {model} seed {seed}: no suite record chose this run's rate and weight decay "
                              "with the same task, model and protocol at a shorter cap")
-        found.append((source, _cell(source, steps, longer_records.get(config_hash))))
+        longer = longer_records.get(config_hash)
+        if longer is not None and device_kind(longer) != device_kind(source):
+            longer = None  # a pair across kinds of device measures both (the stopping check's rule): not this one
+        found.append((source, _cell(source, steps, longer)))
     ranked = sorted(found, key=lambda pair: (pair[1].task, pair[1].model, (pair[0].get("ladder") or {}).get("rung", -1),
                                              pair[1].seed))
     return [cell for _, cell in ranked]  # a ladder's rungs in its order, not by their text
@@ -131,14 +134,15 @@ def cells(planned: Sequence[tuple[str, str, str, int, Mapping[str, Any]]], suite
 
 def paired(records: Iterable[Mapping[str, Any]], runs: Iterable[Mapping[str, Any]]) -> list[Cell]:
     """Each suite record (ok, with a cap) with the run of ``runs`` that retrains its choice at the shortest cap above
-    its own (the cell's ``longer`` is None where none does), in the order of ``records``. A tie between two runs or
-    two records at one cap goes to the first."""
+    its own on the same kind of device (the cell's ``longer`` is None where none does), in the order of ``records``.
+    A tie between two runs or two records at one cap goes to the first."""
     longer: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for run in filter(_one_candidate, _ok(runs)):
         longer[planned_key(run["params"], run["task"], run["model"], run["seed"])].append(run)
     found = []
     for record in _ok(records):
-        run = min((r for r in longer[chosen_key(record)] if _cap(r) > _cap(record)), key=_cap, default=None)
+        run = min((r for r in longer[chosen_key(record)]
+                   if _cap(r) > _cap(record) and device_kind(r) == device_kind(record)), key=_cap, default=None)
         found.append(_cell(record, None if run is None else _cap(run), run))
     return found
 

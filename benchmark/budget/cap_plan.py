@@ -1,7 +1,7 @@
 """Write the cap check's suite for the cells a section's page names "still learning at the cap".
 
     python benchmark/budget/cap_plan.py RECORDS [RECORDS ...] [--model PATTERN ...] [--factor 2]
-                                        [--skip-retrained CAP_RECORDS] > SUITE.toml
+                                        [--device cpu|cuda] [--skip-retrained CAP_RECORDS] > SUITE.toml
 
 The leaderboard names a trained cell "still learning at the cap" where a run of it stopped at its step cap and
 the cell's mean test accuracy rose by more than 0.02 over the last budget (``budgets.still_rising``); its score may
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cap import paired
+from stopping import device_kind
 from tokbench.leaderboard.aggregate import build
 from tokbench.leaderboard.budgets import still_rising
 from tokbench.results import load_records
@@ -39,14 +40,20 @@ from tokbench.specs import Recipe
 SET_HERE = ("lr", "lr_grid", "weight_decay", "wd_grid", "warmup_steps")
 
 
-def retrained(records: Iterable[Mapping[str, Any]], models: Sequence[str] = ("*",)) -> list[Mapping[str, Any]]:
+def retrained(records: Iterable[Mapping[str, Any]], models: Sequence[str] = ("*",),
+              device: str | None = None) -> list[Mapping[str, Any]]:
     """Per cell the page names still learning at the cap, of a model matching one of ``models``, the record its cap
-    run retrains: the lowest seed that stopped at the cap."""
-    board = build(list(records))
-    return [min((rec for rec in item.cell.ok if rec["train"].get("stopped_because") == "cap"),
-                key=lambda rec: rec["seed"])
-            for item in still_rising(board)
-            if any(fnmatch.fnmatchcase(item.cell.row.model, pattern) for pattern in models)]
+    run retrains: the lowest seed that stopped at the cap (with ``device``, ``cpu`` or ``cuda``, the lowest trained
+    on that kind of device, since a cap run pairs only with a run on its own kind; a cell with none is left out)."""
+    found = []
+    for item in still_rising(build(list(records))):
+        if not any(fnmatch.fnmatchcase(item.cell.row.model, pattern) for pattern in models):
+            continue
+        capped = [rec for rec in item.cell.ok if rec["train"].get("stopped_because") == "cap"
+                  and (device is None or device_kind(rec) == device)]
+        if capped:
+            found.append(min(capped, key=lambda rec: rec["seed"]))
+    return found
 
 
 def recipe(record: Mapping[str, Any], factor: int) -> dict[str, Any]:
@@ -99,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", nargs="+", default=("*",), metavar="PATTERN",
                         help="only cells of these models (glob patterns, e.g. 'attn-*'; default: every model)")
     parser.add_argument("--factor", type=int, default=2, help="the cap run's steps over the record's (default 2)")
+    parser.add_argument("--device", choices=("cpu", "cuda"),
+                        help="only records trained on this kind of device (a cap run pairs with its own kind only)")
     parser.add_argument("--skip-retrained", type=Path, metavar="CAP_RECORDS",
                         help="leave out the cells a run in this folder already retrains")
     args = parser.parse_args(argv)
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         print(f"cap_plan.py: no records in {' '.join(map(str, args.records))}", file=sys.stderr)
         return 2
-    found = retrained(records, args.model)
+    found = retrained(records, args.model, args.device)
     if args.skip_retrained:
         runs = load_records(args.skip_retrained).records.values()
         found = [record for record, cell in zip(found, paired(found, runs)) if cell.longer is None]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine (benchmark/gpu/README.md): install, the GPU benchmark, then as many runs of the
 # pending work as fit before DEADLINE seconds, in this order: the stopping check (protocol, then to the cap where
-# the target stopped a run), the tokbench architecture block, tokbench-scale. Every run resumes (finished records
+# the target stopped a run), the tokbench architecture block, the cap check of its cells still learning at the cap,
+# tokbench-scale. Every run resumes (finished records
 # are skipped; a training in progress checkpoints every minute), `timeout` stops it with SIGTERM, which loses
 # nothing finished. The records come back as $OUT/records.tar.gz, rewritten after every run; the checkpoints as
 # $OUT/checkpoints.tar.gz only where it fits what a call brings back (16 MiB a file), else they are dropped.
@@ -12,10 +13,10 @@ JOBS=${JOBS:-12}
 started=$(date +%s)
 left() { echo $(( DEADLINE - ($(date +%s) - started) )); }
 out=${OUT:-/tmp/out}
-mkdir -p "$out" work/stopping work/tokbench work/tokbench-scale
+mkdir -p "$out" work/stopping work/tokbench work/cap work/tokbench-scale
 # what is committed is done: seed the run folders with it, so every run resumes where the last call left off
 for pair in benchmark/budget/stopping-records:stopping benchmark/republish/records:tokbench \
-            benchmark/republish/scale-records:tokbench-scale; do
+            benchmark/budget/cap-records:cap benchmark/republish/scale-records:tokbench-scale; do
   [ -d "${pair%%:*}" ] && cp -rn "${pair%%:*}/." "work/${pair##*:}/"
 done
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -44,6 +45,12 @@ while read -r pending <&3; do  # fd 3: the runs inside must not read the list fr
   run benchmark/budget/stopping.toml work/stopping --set train.target=0 $pending  # word-split: --model M --task T..
 done 3< "$out/pending.txt"
 run tokbench work/tokbench --model transformer transformer-2l transformer-4l linear-attention gla h3 gru lstm mlp mamba
+# the cap check of what the block has so far (benchmark/budget/cap_plan.py): each cell the page names still learning
+# at the cap, trained here, that no run retrains yet, at twice its cap (exit 1: none; the suite goes back in work/)
+if python3 benchmark/budget/cap_plan.py work/tokbench --device cuda --skip-retrained work/cap \
+    > work/cap-next.toml 2>> "$out/runs.log"; then
+  run work/cap-next.toml work/cap
+fi
 run tokbench-scale work/tokbench-scale
 # what the fair-comparison issue asks of the two sections, on everything they hold now (exit 1 while any fails)
 python3 benchmark/republish/acceptance.py work/tokbench --scale work/tokbench-scale > "$out/acceptance.txt" 2>&1

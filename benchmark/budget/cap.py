@@ -4,8 +4,8 @@
                                    [--markdown]
 
 ``benchmark/budget/cap.toml`` retrains cells of the tokbench suite (the pruning check's sweeps, its middle rung at
-seed 0, in the SUITE_RECORDS folders) with the candidate each sweep chose, one candidate, and every key of the protocol but the
-cap: twice the steps, the schedule (warm-up and cosine decay) sized to them, the budgets extended to the new cap,
+seed 0, in the SUITE_RECORDS folders) with the candidate each sweep chose, one candidate, and every key of the
+protocol but the cap: twice the steps, the schedule (warm-up and cosine decay) sized to them, the budgets extended to the new cap,
 and a plateau rule that was off (patience = the cap) still off. The same seed gives the same initialisation and
 batches. This prints, per cell, the suite record's test accuracy at its cap, the longer run's at its own, and the
 gain (``pending`` where the longer run has no record yet), then how many cells end within ``tolerance``.

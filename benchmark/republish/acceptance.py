@@ -8,9 +8,10 @@ SCALE_RECORDS the GPU-scale section's, where the larger sizes may live instead. 
 republish can be judged on its records before they replace the published ones. Three rows read beyond the records:
 the stopping check (its committed records, ``benchmark/budget/stopping.py``'s pairs under ``stopping.toml``'s plan,
 and its test, ``tests/test_budget_stopping.py``), the cap check (every cell the page names still learning at the
-cap, retrained with twice the steps in ``benchmark/budget/cap-records``, as ``cap_plan.py`` plans and ``cap.py``
-pairs them; the issue does not ask for it, the project's rule that a published run is past its plateau does) and the README, which must state the section's
-cost as the leaderboard computes it (core-hours: each run's wall-clock seconds times its threads, to one decimal).
+cap, retrained at a longer cap in ``benchmark/budget/cap-records``, as ``cap_plan.py`` plans and ``cap.py`` pairs
+them; the issue does not ask for it, the project's rule that a published run is past its plateau does) and the
+README, which must state the section's cost as the leaderboard computes it (core-hours: each run's wall-clock
+seconds times its threads, to one decimal).
 
 A trained record is an ok record whose pairing has a recipe (``params.train`` is not empty: baselines and the oracle
 have none). A model family's learning rates are every ``lr`` and ``lr_grid`` value its trained records of one task

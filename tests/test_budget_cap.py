@@ -66,7 +66,11 @@ def test_every_cell_of_the_committed_check_retrains_a_cell_the_leaderboard_names
     assert all(c.seed == 0 and c.cap == 10000 and c.longer_cap == 20000 for c in found)
 
 
-@pytest.mark.parametrize("suite", ["cap.toml", "cap-single.toml"])  # the architectures', the single layers'
+# the architectures' first round, the single layers' first and second
+ROUNDS = ["cap.toml", "cap-single.toml", "cap-20000.toml"]
+
+
+@pytest.mark.parametrize("suite", ROUNDS)
 def test_the_tables_in_the_budget_readme_are_what_the_tool_prints_on_the_committed_records(suite):
     printed = subprocess.run([sys.executable, str(BUDGET / "cap.py"), *map(str, SUITE_RECORDS),
                               str(BUDGET / "cap-records"), "--suite", str(BUDGET / suite), "--markdown"],
@@ -131,19 +135,21 @@ def test_the_written_suite_retrains_each_named_cell_as_cap_py_pairs_it_and_cover
     assert {c.longer_cap for c in planned} == {2 * c.cap for c in planned}
 
 
-def test_every_cell_of_the_committed_single_layer_check_is_one_its_command_writes(cap_plan, capsys):
-    """Its first line names the command; records trained since may add cells (the republish's folder grows), so each
-    block of the committed suite must be one the command writes now, its retrained record unchanged."""
-    committed = (BUDGET / "cap-single.toml").read_text(encoding="utf-8")
+@pytest.mark.parametrize("suite, cells", [("cap-single.toml", 10), ("cap-20000.toml", 1)])
+def test_every_cell_of_a_committed_single_layer_round_is_one_the_tool_writes_from_its_records(
+        cap_plan, capsys, suite, cells):
+    """Its first line names the command as it ran. The records a round retrained have since moved to
+    retired-records (the block's cap rose) and the republish's folder grows, so each block of the committed suite
+    must be one the tool writes now from the folders that hold the variants' records, its record unchanged."""
+    committed = (BUDGET / suite).read_text(encoding="utf-8")
     command = shlex.split(committed.splitlines()[0].split("`")[1])
     assert command[:2] == ["python", "benchmark/budget/cap_plan.py"]
-    args = [str(BUDGET.parents[1] / arg) if arg.startswith("benchmark/") else arg for arg in command[2:]]
-    assert cap_plan.main(args) == 0
+    assert cap_plan.main([*map(str, SUITE_RECORDS), "--model", "attn-*"]) == 0
     def blocks(text):
         return text.split("[[grid]]")[1:]
 
     written = blocks(capsys.readouterr().out)
-    assert len(blocks(committed)) == 10 and all(block in written for block in blocks(committed))
+    assert len(blocks(committed)) == cells and all(block in written for block in blocks(committed))
 
 
 def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tmp_path):
@@ -160,11 +166,12 @@ def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tm
     assert done.returncode == 1 and "nothing to retrain" in done.stderr and done.stdout == ""
 
 
-@pytest.mark.parametrize("suite", ["cap.toml", "cap-single.toml"])
+@pytest.mark.parametrize("suite", ROUNDS)
 def test_the_suite_trains_every_family_where_its_cells_gained_to_the_longer_cap(cap, suite):
-    """The caps by family follow from the check: where a retrained cell of a family gained more than 0.01, the
-    tokbench suite trains that model's block on that family to at least the longer cap; where every cell held, the
-    cap the check tested is kept (raising it there would cost without evidence)."""
+    """The caps by block and family follow from the check: where a retrained cell of a family gained more than 0.01,
+    the tokbench suite trains that model's block on that family to at least the longer cap (a later round may have
+    raised it again); where every cell held, the cap the check tested is kept (raising it there would cost without
+    evidence)."""
     records = [record for folder in SUITE_RECORDS for record in load_records(folder).records.values()]
     found = cap.cells(cap.plan(BUDGET / suite), records, load_records(BUDGET / "cap-records").records)
     caps = {(p.task_spec.name, p.model_spec.name): p.variant.params["train"]["steps"]
@@ -173,7 +180,10 @@ def test_the_suite_trains_every_family_where_its_cells_gained_to_the_longer_cap(
     gained = {c.task for c in found if round(c.gain, 9) > 0.01}
     assert gained and all(c.gain is not None for c in found)
     for c in found:
-        assert caps[c.task, c.model] == (c.longer_cap if c.task in gained else c.cap), (c.task, c.model)
+        if c.task in gained:
+            assert caps[c.task, c.model] >= c.longer_cap, (c.task, c.model)
+        else:
+            assert caps[c.task, c.model] == c.cap, (c.task, c.model)
 
 
 def test_skip_retrained_leaves_out_the_cells_a_folder_of_cap_runs_retrains_and_refuses_a_missing_folder(tmp_path):

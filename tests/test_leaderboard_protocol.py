@@ -292,6 +292,18 @@ def test_a_cell_still_learning_at_the_cap_is_named_in_the_budget_with_its_scores
     assert "still learning" not in quiet.budget and quiet.rising == ""
 
 
+def test_a_cell_whose_seeds_split_between_the_target_and_the_cap_is_named_though_its_mean_is_flat():
+    """A seed in a flat start longer than the cap sits beside seeds that solved the task: the mean over the last
+    budget does not move, so only the stops show it (lag-walk's single layers at 20000 steps: 11 such cells)."""
+    split = v3(_model("mqar", "lstm", [0.5], spread=0.0), chance=0.0, oracle=1.0, budget={1000: 0.5, 2000: 0.5})
+    split[0]["train"]["stopped_because"] = "target"  # flat over the last budget: the rule on the mean is quiet
+    all_capped = v3(_model("mqar", "gru", [0.5], spread=0.0), chance=0.0, oracle=1.0, budget={1000: 0.5, 2000: 0.5})
+    report = build_report(sections(split + all_capped)[0])
+    assert "1 cell was still learning at the cap (may be lower bounds)" in report.budget
+    assert "lstm on mqar (0.500 at 2,000 steps, 0.500 at 3,000; 1 of 3 seeds reached the target)" in report.rising
+    assert "gru" not in report.rising.split("Still learning")[1]  # no seed solved it: nothing says more would
+
+
 def test_length_generalisation_scores_with_na_and_its_reason_never_a_number():
     ok = [{"overrides": {"context_length": 16}, "status": "ok",
            "metrics": {"accuracy": 0.55, "chance_accuracy": 0.1, "oracle_accuracy": 1.0, "bayes_accuracy": 1.0,

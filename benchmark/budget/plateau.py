@@ -6,8 +6,9 @@ Reads run records that carry a ``budget_curve`` (test accuracy at log-spaced ste
 harness and never used for any choice), averages each (task, model) curve over seeds, and reports per task
 and model: the accuracy at every budget, the **plateau step** (the first budget from which the mean accuracy
 stays within ``tolerance`` of its final value) and whether the curve was **still rising** at the cap, by the
-published page's rule (``tokbench.leaderboard.budgets.rising_at_cap``: a run of the cell stopped at its cap and
-the mean gained more than 0.02 over the last budget). A cap is past a family's plateau when no model of that
+published page's rule on the mean (``tokbench.leaderboard.budgets.rising_at_cap``: a run of the cell stopped at its
+cap and the mean gained more than 0.02 over the last budget; the page also names cells whose seeds split between
+the target and the cap, which a mean curve cannot show). A cap is past a family's plateau when no model of that
 family is still rising at it.
 """
 from __future__ import annotations

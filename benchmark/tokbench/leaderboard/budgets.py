@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,27 +76,39 @@ RISING = 0.02
 
 @dataclass(frozen=True)
 class StillRising:
-    """A cell whose runs reached the step cap while its mean test accuracy still climbed by more than
-    :data:`RISING` from the budget before (``before`` steps) to the cap (``cap`` steps): its score may be a lower
-    bound of what the model reaches with more training (a rule on the means, no test)."""
+    """A cell with a run stopped at its step cap that may still be learning there: its mean test accuracy still
+    climbed by more than :data:`RISING` from the budget before (``before`` steps) to the cap (``cap`` steps), or
+    its seeds split, ``split = (reached, seeds)`` of them stopping at their target and the others at the cap (a
+    flat start longer than the cap leaves the mean flat). Its score may be a lower bound of what the model reaches
+    with more training (rules on the means and the stops, no test)."""
 
     cell: Cell
     before: int
     cap: int
     accuracy_before: float
     accuracy_at_cap: float
+    split: tuple[int, int] | None = None
 
 
 def rising_at_cap(stop_reasons: Iterable[str | None], accuracy_before: float, accuracy_at_cap: float) -> bool:
-    """The one rule for "still learning at the cap", shared by the page and the budget study: some run of the cell
-    stopped at its step cap, and the cell's mean test accuracy gained more than :data:`RISING` over the last
-    budget before it."""
+    """The rule on the mean for "still learning at the cap", shared by the page and the budget study: some run of
+    the cell stopped at its step cap, and the cell's mean test accuracy gained more than :data:`RISING` over the
+    last budget before it (the page's other sign is :func:`split_at_cap`)."""
     return "cap" in stop_reasons and accuracy_at_cap - accuracy_before > RISING
 
 
+def split_at_cap(stop_reasons: Sequence[str | None]) -> tuple[int, int] | None:
+    """``(reached, seeds)`` where a cell's seeds split, some stopping at their target and some at the step cap:
+    the model can solve the task under this recipe, and the seeds at the cap may be in a flat start that outlasts
+    it, which no rule on the mean can see (the page's second sign of a cell still learning at the cap)."""
+    reached = sum(reason == "target" for reason in stop_reasons)
+    return (reached, len(stop_reasons)) if reached and "cap" in stop_reasons else None
+
+
 def still_rising(board: Leaderboard) -> list[StillRising]:
-    """The trained cells with a run stopped at its cap and a mean accuracy still rising there (runs that stopped
-    earlier keep their final accuracy, as in the budget tables), in board order."""
+    """The trained cells with a run stopped at its cap that may still be learning there: a mean accuracy still
+    rising at the cap (runs that stopped earlier keep their final accuracy, as in the budget tables), or seeds
+    split between the target and the cap; in board order."""
     found = []
     for cell in board.cells.values():
         reasons = [rec["train"].get("stopped_because") for rec in cell.ok]
@@ -107,8 +119,11 @@ def still_rising(board: Leaderboard) -> list[StillRising]:
         if before is None:
             continue
         means = [_mean_accuracy(cell, step) for step in (before, cap)]
-        if None not in means and rising_at_cap(reasons, *means):
-            found.append(StillRising(cell, before, cap, means[0], means[1]))
+        if None in means:
+            continue
+        split = split_at_cap(reasons)
+        if split or rising_at_cap(reasons, *means):
+            found.append(StillRising(cell, before, cap, means[0], means[1], split))
     return found
 
 
@@ -125,9 +140,11 @@ def rising_text(found: list[StillRising]) -> str:
         return ""
     cells = "; ".join(f"{item.cell.row.label or item.cell.row.model} on {item.cell.column.label or item.cell.column.task}"
                       f" ({item.accuracy_before:.3f} at {item.before:,} steps, {item.accuracy_at_cap:.3f} at "
-                      f"{item.cap:,})" for item in found)
+                      f"{item.cap:,}" + (f"; {item.split[0]} of {item.split[1]} seeds reached the target"
+                                         if item.split else "") + ")" for item in found)
     return (f"Still learning at the cap ({len(found)} cell{'s' if len(found) > 1 else ''}; mean test accuracy rose by "
-            f"more than {RISING} over the last budget, a rule on the means with no test): {cells}. These scores may be "
+            f"more than {RISING} over the last budget, or some seeds reached the target while others stopped at the "
+            f"cap, rules with no test): {cells}. These scores may be "
             "lower bounds of what more training reaches; the cap is not shown to be past their plateau.")
 
 

@@ -43,7 +43,7 @@ def test_a_longer_run_is_matched_with_the_suite_record_whose_choice_it_retrains(
     assert cell.gain == pytest.approx(0.015)
     assert cap.summary([cell], 0.01)[:3] == [1, 1, 0]
     (pending,) = cap.cells(planned, suite, {})
-    assert pending.gain is None and cap.summary([pending], 0.01) == [1, 0, 0, None, None]
+    assert pending.gain is None and cap.summary([pending], 0.01) == [1, 0, 0, None, None, None]
 
 
 @pytest.mark.parametrize("planned_params", [
@@ -98,6 +98,31 @@ def test_a_run_pairs_with_its_choice_at_the_nearest_other_cap_never_at_its_own(c
     assert [(c.cap, c.longer_cap) for c in cap.cells(planned, [new, old], {})] == [(20000, 40000), (10000, 20000)]
     with pytest.raises(ValueError, match="at a shorter cap"):
         cap.cells([("h1", "mqar", "gla", 0, twice["params"])], [new], {})
+
+
+def _curved(record: dict, key: str, accuracies: list[float], schedule: str = "constant") -> dict:
+    """``record`` with its kept candidate's validation checks (every 100 steps) under ``key`` and a schedule."""
+    curve = {"step": [100 * (i + 1) for i in range(len(accuracies))], "accuracy": accuracies}
+    record["params"]["train"].update(schedule=schedule, warmup_steps=0)
+    record["train"]["lr_selection_val_curve"] = {key: curve, "lr=0.004,wd=0": {"step": [100], "accuracy": [0.9]}}
+    return record
+
+
+def test_the_validation_gain_averages_each_runs_last_checks_and_reads_a_constant_run_as_continued(cap):
+    """A constant rate's final iterate wobbles on a plateau: the test gain sees the wobble, the mean of the last
+    checks does not. Where the shorter record kept no curve, a constant run's own checks up to its cap stand in."""
+    flat = [0.80, 0.84] * 10  # the last ten checks average 0.82, whichever the final one
+    source = _curved(_suite_record(0.00025, 0.0, 0.40), "lr=0.00025,wd=0", flat)
+    longer = _curved(_run(20000, 0.43), "lr=0.00025,wd=0", flat + [0.81, 0.83] * 5)
+    (cell,) = cap.paired([source], [longer])
+    assert cell.gain == pytest.approx(0.03) and cell.val_gain == pytest.approx(0.0)
+    del source["train"]["lr_selection_val_curve"]  # an older record: the continued run's checks up to 10000 steps
+    longer["train"]["lr_selection_val_curve"]["lr=0.00025,wd=0"] = {
+        "step": [100 * (i + 1) for i in range(200)], "accuracy": [0.5] * 100 + [0.7] * 100}
+    assert cap.paired([source], [longer])[0].val_gain == pytest.approx(0.2)
+    for record in (source, longer):
+        record["params"]["train"]["schedule"] = "cosine"  # another schedule: the longer run is not a continuation
+    assert cap.paired([source], [longer])[0].val_gain is None
 
 
 # ---- cap_plan.py: the cap check's suite, written from the cells a page names still learning at the cap ---------

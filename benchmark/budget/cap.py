@@ -7,8 +7,10 @@
 seed 0, in the SUITE_RECORDS folders) with the candidate each sweep chose, one candidate, and every key of the
 protocol but the cap: twice the steps, the schedule (warm-up and cosine decay) sized to them, the budgets extended to the new cap,
 and a plateau rule that was off (patience = the cap) still off. The same seed gives the same initialisation and
-batches. This prints, per cell, the suite record's test accuracy at its cap, the longer run's at its own, and the
-gain (``pending`` where the longer run has no record yet), then how many cells end within ``tolerance``.
+batches. This prints, per cell, the suite record's test accuracy at its cap, the longer run's at its own, the
+gain (``pending`` where the longer run has no record yet) and the validation gain (:func:`smoothed_gain`: the mean
+of each run's last validation checks, which a constant rate's final iterate does not move), then how many cells
+end within ``tolerance`` and how many gain at most ``tolerance`` on validation.
 
 Each planned run is matched with the suite record it retrains by :func:`source_key`: the record's identity with
 the cap's keys (:data:`CAP_KEYS`) left out and its sweep narrowed to its choice. A planned run without such a
@@ -49,6 +51,7 @@ class Cell:
     accuracy: float
     longer_cap: int | None  # None: no run (paired() found none)
     longer: float | None  # None: not trained yet
+    val_gain: float | None = None  # :func:`smoothed_gain`; None where a curve is missing
 
     @property
     def gain(self) -> float | None:
@@ -87,12 +90,51 @@ def _cap(record: Mapping[str, Any]) -> int:
     return record["params"]["train"]["steps"]
 
 
+#: validation checks averaged at the end of a run by :func:`smoothed_gain` (1000 steps at the suite's eval_every)
+WINDOW = 10
+
+
+def val_curve(record: Mapping[str, Any]) -> tuple[list[int], list[float]] | None:
+    """The validation checks of the candidate a record kept (its sweep's curve of the chosen rate and weight
+    decay), or None where the record holds none (records before 2026-12-06 kept no curves)."""
+    train = record.get("train", {})
+    for key, curve in (train.get("lr_selection_val_curve") or {}).items():
+        fields = dict(part.split("=") for part in key.split(",")) if "=" in key else {"lr": key}
+        if float(fields["lr"]) == train["lr"] and float(fields.get("wd", train.get("weight_decay", 0.0))) == \
+                train.get("weight_decay", 0.0):
+            return curve["step"], curve["accuracy"]
+    return None
+
+
+def _continues(source: Mapping[str, Any], longer: Mapping[str, Any]) -> bool:
+    """Under a constant rate with no warm-up the longer run is the shorter one continued, check for check."""
+    return all(r["params"]["train"].get("schedule", "constant") == "constant"
+               and not r["params"]["train"].get("warmup_steps") for r in (source, longer))
+
+
+def smoothed_gain(source: Mapping[str, Any], longer: Mapping[str, Any]) -> float | None:
+    """The mean validation accuracy of the longer run's last :data:`WINDOW` checks minus the shorter run's: whether
+    the model still learns, without the final iterate's own motion (under a constant rate one test accuracy moves by
+    about 0.01-0.02 between checks on a plateau). The shorter run's checks are its own curve, or, where it kept
+    none and both runs follow a constant rate, the longer run's checks up to the shorter cap. None where neither
+    is there."""
+    after = val_curve(longer)
+    before = val_curve(source)
+    if before is None and after is not None and _continues(source, longer):
+        cap = _cap(source)
+        before = tuple(zip(*[(step, acc) for step, acc in zip(*after) if step <= cap])) or None
+    if before is None or after is None:
+        return None
+    return sum(after[1][-WINDOW:]) / len(after[1][-WINDOW:]) - sum(before[1][-WINDOW:]) / len(before[1][-WINDOW:])
+
+
 def _cell(source: Mapping[str, Any], longer_cap: int | None, longer: Mapping[str, Any] | None) -> Cell:
     axes = (source.get("ladder") or {}).get("axes", {})
     train = source["train"]
     return Cell(source["task"], ",".join(f"{k}={v}" for k, v in axes.items()), source["model"], source["seed"],
                 train["lr"], train.get("weight_decay", 0.0), _cap(source), source["metrics"]["accuracy"], longer_cap,
-                None if longer is None else longer["metrics"]["accuracy"])
+                None if longer is None else longer["metrics"]["accuracy"],
+                None if longer is None else smoothed_gain(source, longer))
 
 
 def _ok(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -148,11 +190,15 @@ def paired(records: Iterable[Mapping[str, Any]], runs: Iterable[Mapping[str, Any
 
 
 def summary(found: Sequence[Cell], tolerance: float) -> list[Any]:
-    """``[cells, trained, within tolerance, share, largest gain]``; accuracies are counts over a test set, so a
-    difference is rounded before it is compared (0.793 - 0.783 is 0.010000000000000009 in floats)."""
+    """``[cells, trained, within tolerance, share, largest gain, validation gain at most tolerance]``; accuracies
+    are counts over a test set, so a difference is rounded before it is compared (0.793 - 0.783 is
+    0.010000000000000009 in floats). The last counts the trained cells whose :func:`smoothed_gain` is at most
+    ``tolerance`` (a loss counts as no gain), of those with one."""
     gains = [c.gain for c in found if c.gain is not None]
     within = sum(round(abs(gain), 9) <= tolerance for gain in gains)
-    return [len(found), len(gains), within, within / len(gains) if gains else None, max(gains, default=None)]
+    smoothed = [c.val_gain for c in found if c.gain is not None and c.val_gain is not None]
+    return [len(found), len(gains), within, within / len(gains) if gains else None, max(gains, default=None),
+            f"{sum(round(gain, 9) <= tolerance for gain in smoothed)} of {len(smoothed)}" if smoothed else None]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,15 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     fmt = "github" if args.markdown else "simple"
     # a column of numbers and "pending" is text to tabulate: its numbers are formatted here
     print(tabulate([[c.task, c.rung, c.model, c.seed, c.lr, c.weight_decay, c.cap, c.accuracy, c.longer_cap,
-                     "pending" if c.longer is None else f"{c.longer:.3f}", "" if c.gain is None else f"{c.gain:+.3f}"]
+                     "pending" if c.longer is None else f"{c.longer:.3f}", "" if c.gain is None else f"{c.gain:+.3f}",
+                     "" if c.val_gain is None else f"{c.val_gain:+.3f}"]
                     for c in found],
                    headers=["task", "rung", "model", "seed", "lr", "weight decay", "cap", "test", "longer cap", "test",
-                            "gain"], tablefmt=fmt, floatfmt=("", "", "", "", "g", "g", "", ".3f"),
-                   disable_numparse=[1, 9, 10]))
+                            "gain", "validation gain"], tablefmt=fmt, floatfmt=("", "", "", "", "g", "g", "", ".3f"),
+                   disable_numparse=[1, 9, 10, 11]))
     print()
     print(tabulate([summary(found, args.tolerance)],
-                   headers=["cells", "trained", f"within {args.tolerance:g}", "share", "largest gain"],
-                   tablefmt=fmt, floatfmt=".3f"))
+                   headers=["cells", "trained", f"within {args.tolerance:g}", "share", "largest gain",
+                            f"validation gain <= {args.tolerance:g}"],
+                   tablefmt=fmt, floatfmt=".3f", disable_numparse=[5]))
     return 0
 
 

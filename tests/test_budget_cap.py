@@ -68,6 +68,8 @@ def test_every_cell_of_the_committed_check_retrains_a_cell_the_leaderboard_names
 
 # the architectures' first round; the single layers' first, second (lag-walk at 20000) and third (split seeds)
 ROUNDS = ["cap.toml", "cap-single.toml", "cap-20000.toml", "cap-split.toml"]
+# the rounds whose caps rose on the test gain; later rounds decide on the validation gain (budget README)
+DECIDED_ON_TEST = ROUNDS[:4]
 
 
 @pytest.mark.parametrize("suite", ROUNDS)
@@ -193,9 +195,9 @@ def test_a_missing_or_empty_folder_is_exit_2_and_nothing_to_retrain_is_exit_1(tm
 
 def test_the_suite_trains_every_family_where_its_cells_gained_to_the_longer_cap(cap):
     """The caps by block and family follow from the check's rounds: where a retrained cell of a family gained more
-    than 0.01, the tokbench suite trains that block on that family to at least the longest cap such a gain was
-    found at; where every cell of every round held, the cap they tested is kept (raising it there would cost
-    without evidence). A model's block is the families the suite trains it on (the architectures' seven, the
+    than 0.01 (on test in the four rounds committed by 2026-12-07, on validation in later ones), the tokbench
+    suite trains that block on that family to at least the longest cap such a gain was found at; where every cell
+    of every round held, the cap they tested is kept (raising it there would cost without evidence). A model's block is the families the suite trains it on (the architectures' seven, the
     single layers' two)."""
     records = [record for folder in SUITE_RECORDS for record in load_records(folder).records.values()]
     runs = load_records(BUDGET / "cap-records").records
@@ -208,8 +210,10 @@ def test_the_suite_trains_every_family_where_its_cells_gained_to_the_longer_cap(
         return c.task, frozenset(task for task, model in caps if model == c.model)
 
     gained: dict = {}
-    for c in (c for cells in rounds.values() for c in cells if round(c.gain, 9) > 0.01):
-        gained[family(c)] = max(gained.get(family(c), 0), c.longer_cap)
+    for suite, cells in rounds.items():
+        for c in cells:
+            if round(c.gain if suite in DECIDED_ON_TEST else c.val_gain, 9) > 0.01:
+                gained[family(c)] = max(gained.get(family(c), 0), c.longer_cap)
     assert gained and all(cells and all(c.gain is not None for c in cells) for cells in rounds.values())
     for c in (c for cells in rounds.values() for c in cells):
         if family(c) in gained:

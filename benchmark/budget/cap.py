@@ -31,6 +31,7 @@ from tabulate import tabulate
 
 from stopping import device_kind, planned_pairings
 from tokbench.results import canonical_json, load_records
+from tokbench.specs import candidate_key
 
 #: the recipe keys a cap run changes: the cap, the schedule's warm-up (a share of the cap), its budgets, its plateau
 #: rule (off either way) and its sweep, narrowed to the suite record's choice
@@ -98,12 +99,11 @@ def val_curve(record: Mapping[str, Any]) -> tuple[list[int], list[float]] | None
     """The validation checks of the candidate a record kept (its sweep's curve of the chosen rate and weight
     decay), or None where the record holds none (records before 2026-12-06 kept no curves)."""
     train = record.get("train", {})
-    for key, curve in (train.get("lr_selection_val_curve") or {}).items():
-        fields = dict(part.split("=") for part in key.split(",")) if "=" in key else {"lr": key}
-        if float(fields["lr"]) == train["lr"] and float(fields.get("wd", train.get("weight_decay", 0.0))) == \
-                train.get("weight_decay", 0.0):
-            return curve["step"], curve["accuracy"]
-    return None
+    if "lr" not in train:
+        return None
+    key = candidate_key(train["lr"], train.get("weight_decay", 0.0), bool(record["params"]["train"].get("wd_grid")))
+    curve = (train.get("lr_selection_val_curve") or {}).get(key)
+    return None if curve is None else (curve["step"], curve["accuracy"])
 
 
 def _continues(source: Mapping[str, Any], longer: Mapping[str, Any]) -> bool:

@@ -5,10 +5,10 @@
 
 The leaderboard names a trained cell "still learning at the cap" where a run of it stopped at its step cap and
 the cell's mean test accuracy rose by more than 0.02 over the last budget, or where its seeds split, some
-stopping at their target and others at the cap (``budgets.still_rising``); its score may be a lower bound. The cap check (``cap.toml``, ``cap.py``; benchmark/budget/README.md, "The cap check") asks
-whether it is: for each such cell it retrains the lowest seed that stopped at the cap with the candidate that
-seed's sweep chose (its learning rate and weight decay, one candidate) and every key of its recipe but the cap,
-which is ``--factor`` times longer, with the schedule's warm-up left to the recipe (it is sized to the cap), the
+stopping at their target and others at the cap (``budgets.still_rising``); its score may be a lower bound. The
+cap check (``cap.toml``, ``cap.py``; benchmark/budget/README.md, "The cap check") asks whether it is: for each
+such cell it retrains the lowest seed that stopped at the cap with the candidate that seed's sweep chose (its
+learning rate and weight decay, one candidate) and every key of its recipe but the cap, which is ``--factor`` times longer, with the schedule's warm-up left to the recipe (it is sized to the cap), the
 budgets extended to the new cap and a plateau rule that could not fire (patience at least the cap) kept so.
 The same seed gives the same initialisation and batches, and ``cap.py`` pairs each run with the record it
 retrains. With ``--skip-retrained`` a cell whose run a folder of cap runs already holds (at any longer cap, as

@@ -56,7 +56,7 @@ from tokbench.outputs import RunOutputs
 from tokbench.replicas import NonFiniteLossError, Replica, StackStep, choose_stacking
 from tokbench.results import canonical_json
 from tokbench.seeding import derive_seed
-from tokbench.specs import ModelSpec, Recipe
+from tokbench.specs import ModelSpec, Recipe, candidate_key
 from tokbench.task import IGNORE, Split, Task
 
 CURVE_POINTS = 100  # logged points per training curve
@@ -768,9 +768,7 @@ def select_recipe(task: Task, recipe: Recipe, val: Split, candidates: Sequence[R
 
 
 def _candidate_key(recipe: Recipe, candidate: Recipe) -> str:
-    if not recipe.wd_grid:
-        return f"{candidate.lr:g}"
-    return f"lr={candidate.lr:g},wd={candidate.weight_decay:g}"
+    return candidate_key(candidate.lr, candidate.weight_decay, bool(recipe.wd_grid))
 
 
 def run_cell(

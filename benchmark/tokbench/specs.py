@@ -158,6 +158,12 @@ class Recipe:
         return ", ".join(parts)
 
 
+def candidate_key(lr: float, weight_decay: float, crosses_weight_decay: bool) -> str:
+    """The name of one sweep candidate in a record's ``train.lr_selection_*`` fields: its learning rate, and its
+    weight decay where the sweep crosses weight decays (a non-empty ``wd_grid``)."""
+    return f"lr={lr:g},wd={weight_decay:g}" if crosses_weight_decay else f"{lr:g}"
+
+
 def format_floats(values: tuple[float, ...]) -> str:
     return "/".join(f"{x:g}" for x in values)
 
